@@ -1,0 +1,195 @@
+"""Exact inference over discrete latent sites: the ``enum`` engine and the helpers that the other
+engines use to marginalise discrete sites (log joint) and to recover them afterwards
+(``infer_discrete``)."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import pyro
+import pyro.poutine as poutine
+import torch
+from pyro.infer import TraceEnum_ELBO, config_enumerate, infer_discrete
+from tqdm.auto import tqdm
+
+from .arviz_io import exact_moment_rows, make_run, moment_rows
+from .context import EngineContext
+from .results import NumericalFailure, Run, ZooError
+
+
+def _empty_guide(*args: Any, **kwargs: Any) -> None:
+    """A guide with no sites: every latent site of the model is enumerated (or conditioned)."""
+
+
+def enumerated(model: Callable[..., Any]) -> Callable[..., Any]:
+    """Mark every discrete site of ``model`` for parallel enumeration."""
+    return config_enumerate(model, default="parallel")
+
+
+def log_joint(
+    model: Callable[..., Any],
+    data: Mapping[str, Any],
+    values: Mapping[str, torch.Tensor],
+    max_plate_nesting: int,
+) -> float:
+    """log p(data, values) with every discrete latent site not in ``values`` summed out exactly."""
+    conditioned = enumerated(poutine.condition(model, data=dict(values)))
+    elbo = TraceEnum_ELBO(max_plate_nesting=max_plate_nesting)
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "TraceEnum_ELBO found no sample sites")
+        return -float(elbo.loss(conditioned, _empty_guide, **data))
+
+
+def log_prob_of(
+    model: Callable[..., Any], data: Mapping[str, Any], values: Mapping[str, torch.Tensor]
+) -> float:
+    """Sum of log densities of the sites named in ``values`` (their prior, given the rest)."""
+    with torch.no_grad(), pyro.validation_enabled(False):
+        trace = poutine.trace(poutine.condition(model, data=dict(values))).get_trace(**data)
+    total = 0.0
+    for name in values:
+        site = trace.nodes[name]
+        total += float(site["fn"].log_prob(site["value"]).sum() * site["scale"])
+    return total
+
+
+def draw_discrete(
+    model: Callable[..., Any],
+    data: Mapping[str, Any],
+    conditions: list[dict[str, torch.Tensor]],
+    sites: tuple[str, ...],
+    max_plate_nesting: int,
+    *,
+    temperature: int = 1,
+    progress: bool = False,
+    desc: str = "infer_discrete",
+) -> dict[str, np.ndarray]:
+    """For each condition (values of the continuous sites), draw the discrete ``sites`` from their
+    exact conditional posterior (temperature 1) or take their joint MAP (temperature 0).
+
+    Returns arrays shaped ``(len(conditions), *site_shape)``.
+    """
+    out: dict[str, list[np.ndarray]] = {s: [] for s in sites}
+    for values in tqdm(conditions, desc=desc, disable=not progress, leave=False):
+        conditioned = enumerated(poutine.condition(model, data=values))
+        sampler = infer_discrete(
+            conditioned, first_available_dim=-1 - max_plate_nesting, temperature=temperature
+        )
+        with torch.no_grad():
+            trace = poutine.trace(sampler).get_trace(**data)
+        for s in sites:
+            out[s].append(trace.nodes[s]["value"].detach().cpu().numpy())
+    return {s: np.stack(v) for s, v in out.items()}
+
+
+def discrete_marginals(
+    model: Callable[..., Any],
+    data: Mapping[str, Any],
+    values: Mapping[str, torch.Tensor],
+    max_plate_nesting: int,
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Exact posterior marginal of each discrete site given ``values``: site -> (support, probs)
+    with ``probs`` shaped (len(support), *site_shape)."""
+    conditioned = enumerated(poutine.condition(model, data=dict(values)))
+    elbo = TraceEnum_ELBO(max_plate_nesting=max_plate_nesting)
+    with torch.no_grad():
+        marginals = elbo.compute_marginals(conditioned, _empty_guide, **data)
+    result = {}
+    for name, d in marginals.items():
+        support = d.enumerate_support(expand=False)  # (V, 1, ..., 1)
+        probs = d.log_prob(support).exp()
+        result[name] = (support.reshape(-1).numpy(), probs.numpy())
+    return result
+
+
+def enum_engine(
+    ctx: EngineContext,
+    *,
+    params: Mapping[str, Any] | None = None,
+    num_samples: int = 1000,
+    map_steps: int = 1000,
+    lr: float = 0.05,
+) -> Run:
+    """Exact enumeration of the discrete latent sites.
+
+    With no continuous latents this is exact Bayesian inference: log evidence log p(y), exact
+    posterior marginals, the joint MAP assignment (temperature 0) and exact posterior draws.
+    Continuous latents are held fixed: at ``params`` when given, otherwise at their MAP, found by
+    SVI with an ``AutoDelta`` guide and the discrete sites enumerated (TraceEnum_ELBO). The log
+    evidence is then log p(y | params) and ``diagnostics["conditional_on"]`` names the fixed sites.
+    """
+    s = ctx.structure
+    fixed: dict[str, torch.Tensor] = {}
+    diagnostics: dict[str, Any] = {}
+    if s.continuous:
+        if params is None:
+            from .svi import fit_map
+
+            fixed, trace = fit_map(ctx, num_steps=map_steps, lr=lr)
+            diagnostics["map_final_elbo"] = trace[-1]
+            diagnostics["params_source"] = f"MAP by SVI (AutoDelta, {map_steps} steps)"
+        else:
+            missing = sorted(set(s.continuous) - set(params))
+            extra = sorted(set(params) - set(s.continuous))
+            if missing or extra:
+                raise ZooError(
+                    f"params must give exactly the continuous sites {list(s.continuous)}"
+                    + (f"; missing {missing}" if missing else "")
+                    + (f"; unknown {extra}" if extra else "")
+                )
+            for name in s.continuous:
+                value = torch.as_tensor(params[name], dtype=torch.get_default_dtype())
+                if tuple(value.shape) != s.shapes[name]:
+                    raise ZooError(
+                        f"params[{name!r}] has shape {tuple(value.shape)}, "
+                        f"expected {s.shapes[name]}"
+                    )
+                fixed[name] = value
+            diagnostics["params_source"] = "given"
+        diagnostics["conditional_on"] = list(s.continuous)
+
+    log_p = log_joint(ctx.model, ctx.data, fixed, s.max_plate_nesting)
+    log_evidence = log_p - (log_prob_of(ctx.model, ctx.data, fixed) if fixed else 0.0)
+    if not np.isfinite(log_evidence):
+        raise NumericalFailure(f"log evidence is {log_evidence}")
+    marginals = discrete_marginals(ctx.model, ctx.data, fixed, s.max_plate_nesting)
+    map_values = draw_discrete(
+        ctx.model, ctx.data, [fixed], s.discrete, s.max_plate_nesting, temperature=0
+    )
+    draws = draw_discrete(
+        ctx.model,
+        ctx.data,
+        [fixed] * num_samples,
+        s.discrete,
+        s.max_plate_nesting,
+        progress=ctx.progress,
+        desc=f"{ctx.name} enum draws",
+    )
+    posterior: dict[str, np.ndarray] = {k: v[None] for k, v in draws.items()}
+    for name, value in fixed.items():
+        v = value.detach().numpy()
+        posterior[name] = np.broadcast_to(v, (1, num_samples) + v.shape).copy()
+    map_assignment = {k: v[0] for k, v in map_values.items()}
+    log_map = log_joint(
+        ctx.model, ctx.data, {**fixed, **_as_tensors(map_assignment)}, s.max_plate_nesting
+    )
+    diagnostics.update(log_evidence=log_evidence, map_log_joint=log_map)
+    exact = exact_moment_rows(marginals)
+    for name, value in fixed.items():
+        exact.update(moment_rows(name, value.numpy(), 0.0))
+    return make_run(
+        "enum",
+        posterior,
+        observed_data=ctx.data,
+        diagnostics=diagnostics,
+        log_evidence=log_evidence,
+        exact_moments=exact,
+        extras={"marginals": marginals, "map": map_assignment, "params": fixed},
+    )
+
+
+def _as_tensors(values: Mapping[str, np.ndarray]) -> dict[str, torch.Tensor]:
+    return {k: torch.as_tensor(v) for k, v in values.items()}

@@ -1,0 +1,87 @@
+"""beta_bernoulli: CATALOG oracles (derived) recomputed by quadrature, then every engine
+against the closed form."""
+
+import numpy as np
+import pytest
+from scipy import integrate, optimize
+
+import zoo
+
+ENTRY = zoo.get_model("beta_bernoulli")
+
+
+def test_data_is_seven_heads_in_ten():
+    y = ENTRY.load_data()["y"]
+    assert y.numel() == 10 and int(y.sum()) == 7
+
+
+def test_derived_oracles_by_quadrature():
+    """Beta(1,1) prior, 7 heads in 10: mean 0.666667, MAP 0.7, log evidence -7.185387."""
+    lik = lambda p: p**7 * (1 - p) ** 3  # noqa: E731  (uniform prior density is 1)
+    z, _ = integrate.quad(lik, 0, 1, epsabs=1e-14)
+    mean = integrate.quad(lambda p: p * lik(p), 0, 1, epsabs=1e-14)[0] / z
+    second = integrate.quad(lambda p: p * p * lik(p), 0, 1, epsabs=1e-14)[0] / z
+    map_ = optimize.minimize_scalar(
+        lambda p: -lik(p), bounds=(0, 1), method="bounded", options={"xatol": 1e-10}
+    ).x
+    assert np.log(z) == pytest.approx(-7.185387, abs=1e-6)
+    assert mean == pytest.approx(0.666667, abs=1e-6)
+    assert map_ == pytest.approx(0.7, abs=1e-6)
+    truth = ENTRY.ground_truth()
+    assert truth.mean["p"] == pytest.approx(mean, abs=1e-12)
+    assert truth.sd["p"] == pytest.approx(np.sqrt(second - mean**2), abs=1e-10)
+    assert truth.log_evidence == pytest.approx(np.log(z), abs=1e-10)
+    assert truth.density["p"](np.array([0.5])) == pytest.approx(lik(0.5) / z, rel=1e-10)
+
+
+def test_exact_engine():
+    run = zoo.run("beta_bernoulli", "exact", seed=1)
+    assert run.ok
+    assert run.log_evidence == pytest.approx(-7.185387, abs=1e-6)
+    assert run.summary.loc["p", "mean"] == pytest.approx(0.666667, abs=1e-6)
+    assert run.diagnostics["map"] == pytest.approx(0.7)
+    draws = run.idata.posterior["p"].values.ravel()
+    se = 0.1307 / np.sqrt(draws.size)
+    assert abs(draws.mean() - 2 / 3) < 4 * se
+
+
+def test_svi_with_conjugate_guide_finds_the_exact_posterior():
+    run = zoo.run("beta_bernoulli", "svi", seed=0, num_steps=1500, num_samples=2000)
+    truth = ENTRY.ground_truth()
+    se = truth.sd["p"] / np.sqrt(2000)
+    # Monte-Carlo error of the draws (4 se) plus the optimiser's residual (0.01).
+    assert run.summary.loc["p", "mean"] == pytest.approx(truth.mean["p"], abs=4 * se + 0.01)
+    assert run.summary.loc["p", "sd"] == pytest.approx(truth.sd["p"], abs=0.01)
+    # The guide family contains the posterior: the ELBO bound is tight and importance
+    # sampling recovers the evidence.
+    assert run.log_evidence <= truth.log_evidence + 0.01
+    assert run.log_evidence == pytest.approx(truth.log_evidence, abs=0.02)
+    assert run.diagnostics["is_log_evidence"] == pytest.approx(truth.log_evidence, abs=0.01)
+    assert run.diagnostics["pareto_k"] < 0.5
+    assert len(run.diagnostics["elbo"]) == 1500
+
+
+def test_svi_delta_autoguide_is_the_map():
+    run = zoo.run("beta_bernoulli", "svi", guide="delta", num_steps=1000, num_samples=10)
+    assert run.summary.loc["p", "mean"] == pytest.approx(0.7, abs=2e-3)
+
+
+@pytest.mark.parametrize("kernel", ["nuts", "hmc"])
+def test_mcmc_matches_closed_form(kernel):
+    run = zoo.run("beta_bernoulli", kernel, num_samples=400, warmup=300, seed=2)
+    truth = ENTRY.ground_truth()
+    row = run.summary.loc["p"]
+    se = truth.sd["p"] / np.sqrt(row["ess_bulk"])
+    assert row["mean"] == pytest.approx(truth.mean["p"], abs=4 * se)
+    assert row["sd"] == pytest.approx(truth.sd["p"], rel=0.15)
+    assert run.diagnostics["max_r_hat"] < 1.05
+    assert run.idata.posterior["p"].shape == (2, 400)
+    assert "diverging" in run.idata.sample_stats
+
+
+def test_same_seed_same_numbers():
+    a = zoo.run("beta_bernoulli", "svi", seed=3, num_steps=200, num_samples=100)
+    b = zoo.run("beta_bernoulli", "svi", seed=3, num_steps=200, num_samples=100)
+    c = zoo.run("beta_bernoulli", "svi", seed=4, num_steps=200, num_samples=100)
+    np.testing.assert_array_equal(a.idata.posterior["p"].values, b.idata.posterior["p"].values)
+    assert not np.array_equal(a.idata.posterior["p"].values, c.idata.posterior["p"].values)

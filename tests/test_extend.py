@@ -1,0 +1,169 @@
+"""Extending the zoo: a foreign model registered in the test (class decorator and function form)
+runs through svi, nuts and enum with results matching its closed form; entry-point discovery."""
+
+import sys
+import textwrap
+
+import numpy as np
+import pyro
+import pyro.distributions as dist
+import pytest
+import torch
+from scipy.special import expit
+from scipy.stats import norm
+
+import zoo
+from inference import GroundTruth
+
+X = torch.tensor([0.3, 1.1, 0.8, 1.6, 0.4, 1.2])
+W = torch.tensor([-0.4, 2.3, 0.1, 1.8, 2.9, -1.0, 0.6])
+PRIOR_Z = 0.3
+
+
+def closed_form(x, w):
+    """mu | x is Normal (conjugate, prior N(0,1), unit noise); each z_j | w_j is Bernoulli with
+    odds 0.3 N(w_j | 2, 1) / (0.7 N(w_j | 0, 1)); the two halves are independent."""
+    x, w = np.asarray(x, float), np.asarray(w, float)
+    prec = 1 + x.size
+    mean, sd = x.sum() / prec, np.sqrt(1 / prec)
+    logit = np.log(PRIOR_Z / (1 - PRIOR_Z)) + norm.logpdf(w, 2, 1) - norm.logpdf(w, 0, 1)
+    pz = expit(logit)
+    cov = np.eye(x.size) + 1.0
+    log_px = -0.5 * (x @ np.linalg.solve(cov, x) + np.linalg.slogdet(2 * np.pi * cov)[1])
+    log_pw = np.log(PRIOR_Z * norm.pdf(w, 2, 1) + (1 - PRIOR_Z) * norm.pdf(w, 0, 1)).sum()
+    return mean, sd, pz, log_px, log_pw
+
+
+@pytest.fixture(scope="module")
+def foreign():
+    @zoo.register("foreign_spikes")
+    class Spikes:
+        """Foreign test model: a level mu seen in x, and spikes z_j that shift w_j by 2."""
+
+        seed_ref = "test"
+
+        def model(self, x, w):
+            mu = pyro.sample("mu", dist.Normal(0.0, 1.0))
+            with pyro.plate("xs", x.shape[0]):
+                pyro.sample("x", dist.Normal(mu, 1.0), obs=x)
+            with pyro.plate("ws", w.shape[0]):
+                z = pyro.sample("z", dist.Bernoulli(PRIOR_Z))
+                pyro.sample("w", dist.Normal(2.0 * z, 1.0), obs=w)
+
+        def data(self, seed):
+            return {"x": X, "w": W}
+
+        def ground_truth(self, data):
+            mean, sd, pz, log_px, log_pw = closed_form(data["x"], data["w"])
+            m = {"mu": mean, **{f"z[{j}]": float(p) for j, p in enumerate(pz)}}
+            s = {"mu": sd, **{f"z[{j}]": float(np.sqrt(p * (1 - p))) for j, p in enumerate(pz)}}
+            return GroundTruth(m, s, log_evidence=log_px + log_pw)
+
+    yield zoo.get_model("foreign_spikes")
+    zoo.unregister("foreign_spikes")
+
+
+def test_registered_and_listed(foreign):
+    assert "foreign_spikes" in zoo.list_models()
+    assert foreign.engines == ("svi", "nuts", "hmc", "enum")
+    assert foreign.description.startswith("Foreign test model")
+
+
+def test_svi_autoguide_matches_closed_form(foreign):
+    mean, sd, pz, *_ = closed_form(X, W)
+    run = zoo.run(foreign, "svi", num_steps=1500, num_samples=1000, seed=0)
+    assert run.diagnostics["guide"] == "normal" and run.diagnostics["elbo_kind"] == "enum"
+    assert run.summary.loc["mu", "mean"] == pytest.approx(mean, abs=4 * sd / np.sqrt(1000) + 0.02)
+    assert run.summary.loc["mu", "sd"] == pytest.approx(sd, abs=0.03)
+    # z does not depend on mu, so its recovered draws are exact: binomial error only
+    for j, p in enumerate(pz):
+        se = np.sqrt(p * (1 - p) / 1000)
+        assert run.summary.loc[f"z[{j}]", "mean"] == pytest.approx(p, abs=4 * se + 1e-9)
+
+
+def test_nuts_matches_closed_form(foreign):
+    mean, sd, pz, *_ = closed_form(X, W)
+    run = zoo.run(foreign, "nuts", num_samples=300, warmup=200, seed=1)
+    r = run.summary.loc["mu"]
+    assert r["mean"] == pytest.approx(mean, abs=4 * sd / np.sqrt(r["ess_bulk"]))
+    assert r["sd"] == pytest.approx(sd, rel=0.2)
+    for j, p in enumerate(pz):
+        se = np.sqrt(p * (1 - p) / 600)
+        assert run.summary.loc[f"z[{j}]", "mean"] == pytest.approx(p, abs=4 * se + 1e-9)
+
+
+def test_enum_matches_closed_form(foreign):
+    mean, sd, pz, log_px, log_pw = closed_form(X, W)
+    mu0 = 0.25
+    run = zoo.run(foreign, "enum", params={"mu": mu0}, num_samples=500)
+    # exact conditional evidence log p(x, w | mu0) = sum log N(x | mu0, 1) + log p(w)
+    expected = norm.logpdf(X.numpy(), mu0, 1).sum() + log_pw
+    assert run.log_evidence == pytest.approx(expected, abs=1e-4)
+    np.testing.assert_allclose(run.extras["marginals"]["z"][1][1], pz, atol=1e-6)
+    np.testing.assert_array_equal(run.extras["map"]["z"], (pz > 0.5).astype(float))
+
+
+def test_compare_table_uses_the_truth(foreign):
+    cmp = zoo.compare(
+        foreign,
+        ["enum", "svi"],
+        enum={"params": {"mu": 0.0}, "num_samples": 100},
+        svi={"num_steps": 300, "num_samples": 200},
+    )
+    t = cmp.table
+    assert t.loc["mu", ("truth", "mean")] == pytest.approx(closed_form(X, W)[0])
+    assert t.loc["mu", ("enum", "mean")] == 0.0
+    assert t.loc["mu", ("enum", "std_err")] == pytest.approx(
+        abs(0.0 - closed_form(X, W)[0]) / closed_form(X, W)[1]
+    )
+    assert set(t.columns.get_level_values(0)) == {"truth", "enum", "svi"}
+
+
+def test_function_form_and_duplicates():
+    def tiny(y):
+        m = pyro.sample("m", dist.Normal(0.0, 1.0))
+        with pyro.plate("n", y.shape[0]):
+            pyro.sample("y", dist.Normal(m, 1.0), obs=y)
+
+    entry = zoo.register("foreign_tiny", model=tiny, data={"y": torch.zeros(3)})
+    try:
+        assert zoo.get_model("foreign_tiny") is entry
+        assert entry.engines == ("svi", "nuts", "hmc")
+        with pytest.raises(ValueError, match="already registered"):
+            zoo.register("foreign_tiny", model=tiny, data={"y": torch.zeros(3)})
+        run = zoo.run("foreign_tiny", "svi", guide="mvn", num_steps=800, num_samples=1000)
+        # N(0,1) prior, three zeros: posterior N(0, 1/4)
+        assert run.summary.loc["m", "mean"] == pytest.approx(0.0, abs=0.05)
+        assert run.summary.loc["m", "sd"] == pytest.approx(0.5, abs=0.05)
+    finally:
+        zoo.unregister("foreign_tiny")
+
+
+def test_entry_point_discovery(tmp_path, monkeypatch):
+    """A package declaring the entry-point group `pyro_zoo.models` has its models found."""
+    pkg = tmp_path / "zoo_plugin_demo.py"
+    pkg.write_text(
+        textwrap.dedent("""
+        import pyro, pyro.distributions as dist, torch
+        import zoo
+
+        def plugin_model(y):
+            m = pyro.sample("m", dist.Normal(0.0, 1.0))
+            with pyro.plate("n", y.shape[0]):
+                pyro.sample("y", dist.Normal(m, 1.0), obs=y)
+
+        zoo.register("plugin_demo", model=plugin_model, data={"y": torch.ones(2)})
+    """)
+    )
+    info = tmp_path / "zoo_plugin_demo-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: zoo-plugin-demo\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[pyro_zoo.models]\ndemo = zoo_plugin_demo\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from zoo import registry
+
+    monkeypatch.setattr(registry, "_discovered", False)
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+    monkeypatch.delitem(sys.modules, "zoo_plugin_demo", raising=False)
+    assert "plugin_demo" in zoo.list_models()
+    assert zoo.get_model("plugin_demo").engines == ("svi", "nuts", "hmc")

@@ -1,0 +1,196 @@
+"""The public façade: ``zoo.run``, ``zoo.compare``, ``zoo.report``."""
+
+from __future__ import annotations
+
+import sys
+import time
+import traceback
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyro
+
+from inference import (
+    GENERIC_ENGINES,
+    EngineContext,
+    GroundTruth,
+    Run,
+    ZooError,
+    check_options,
+    inspect_model,
+)
+from inference.accuracy import comparison_table
+
+from .registry import ModelEntry, get_model
+
+
+def _entry(name_or_entry: str | ModelEntry) -> ModelEntry:
+    return name_or_entry if isinstance(name_or_entry, ModelEntry) else get_model(name_or_entry)
+
+
+def _check_seed(seed: Any) -> int:
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ZooError(f"seed must be a non-negative integer, got {seed!r}")
+    return seed
+
+
+@dataclass
+class Prepared:
+    """A validated run request: nothing has been computed yet."""
+
+    entry: ModelEntry
+    engine: str
+    data: dict[str, Any]
+    options: dict[str, Any]
+    seed: int
+    progress: bool
+
+
+def prepare(
+    name_or_entry: str | ModelEntry,
+    engine: str,
+    *,
+    data: Mapping[str, Any] | None = None,
+    seed: int = 0,
+    progress: bool | None = None,
+    **options: Any,
+) -> Prepared:
+    """Validate model, engine, data and options; raise :class:`ZooError` on the first problem."""
+    entry = _entry(name_or_entry)
+    seed = _check_seed(seed)
+    if not isinstance(engine, str):
+        raise ZooError(f"engine must be a name, got {engine!r}")
+    spec = entry.engine_spec(engine)
+    checked = entry.check_data(data) if data is not None else entry.load_data()
+    opts = check_options(spec, {**entry.engine_options.get(engine, {}), **options})
+    if progress is None:
+        progress = sys.stderr.isatty()
+    return Prepared(entry, engine, checked, opts, seed, bool(progress))
+
+
+def execute(p: Prepared) -> Run:
+    """Run a prepared request. Numerical failures give a failed Run, never an exception."""
+    entry, spec = p.entry, p.entry.engine_spec(p.engine)
+    pyro.clear_param_store()
+    pyro.set_rng_seed(p.seed)
+    start = time.perf_counter()
+    try:
+        if spec.generic:
+            structure = inspect_model(entry.model, p.data)
+            ctx = EngineContext(
+                entry.name, entry.model, entry.guide, p.data, structure, p.seed, p.progress
+            )
+            result = spec.fn(ctx, **p.options)
+        else:
+            result = spec.fn(p.data, seed=p.seed, progress=p.progress, **p.options)
+    except ZooError:
+        raise
+    except Exception as e:  # noqa: BLE001 - recorded in the Run, never lost
+        reason = f"{type(e).__name__}: {e}"
+        warnings.warn(f"{entry.name}/{p.engine} failed: {reason}", RuntimeWarning, stacklevel=3)
+        result = Run(engine=p.engine, status="failed", error=reason)
+        result.extras["traceback"] = traceback.format_exc()
+    result.engine = p.engine
+    result.model, result.seed, result.options = entry.name, p.seed, dict(p.options)
+    result.diagnostics["wall_time_s"] = time.perf_counter() - start
+    if result.log_evidence is not None:
+        result.diagnostics.setdefault("log_evidence", result.log_evidence)
+    return result
+
+
+def run(
+    name_or_entry: str | ModelEntry,
+    engine: str,
+    *,
+    data: Mapping[str, Any] | None = None,
+    seed: int = 0,
+    progress: bool | None = None,
+    **options: Any,
+) -> Run:
+    """Run one engine on one model: ``zoo.run("three_coin", "em", seed=0)``.
+
+    ``data`` defaults to the model's bundled dataset; ``options`` are the engine's (see
+    ``zoo info NAME``). Bad input raises ``ValueError`` before any work starts.
+    """
+    return execute(
+        prepare(name_or_entry, engine, data=data, seed=seed, progress=progress, **options)
+    )
+
+
+@dataclass
+class Comparison:
+    """Runs of several engines on one model, and the parameter x engine table against the truth."""
+
+    entry: ModelEntry
+    runs: dict[str, Run]
+    table: pd.DataFrame
+    truth: GroundTruth | None
+    data: dict[str, Any]
+
+    def __repr__(self) -> str:
+        return f"Comparison({self.entry.name!r}, engines={list(self.runs)})"
+
+
+def split_options(
+    entry: ModelEntry, engines: Sequence[str], options: Mapping[str, Any]
+) -> dict[str, dict[str, Any]]:
+    """``options`` holds per-engine dicts (``svi={"num_steps": 500}``) and shared options, which go
+    to every engine that takes them; a shared option no engine takes is an error."""
+    per = {e: dict(options.get(e) or {}) for e in engines}
+    for key, value in options.items():
+        if key in engines or key in entry.reference_engines or key in GENERIC_ENGINES:
+            # per-engine options; those of engines not compared here are ignored
+            if not isinstance(value, Mapping):
+                raise ZooError(f"options for engine {key!r} must be a dict, got {value!r}")
+            continue
+        takers = [e for e in engines if key in entry.engine_spec(e).defaults]
+        if not takers:
+            raise ZooError(f"option {key!r} is taken by none of the engines {list(engines)}")
+        for e in takers:
+            per[e].setdefault(key, value)
+    return per
+
+
+def compare(
+    name_or_entry: str | ModelEntry,
+    engines: Sequence[str] | None = None,
+    *,
+    seed: int = 0,
+    data: Mapping[str, Any] | None = None,
+    progress: bool | None = None,
+    **options: Any,
+) -> Comparison:
+    """Run several engines (default: every engine that applies) on one model and tabulate them
+    against the ground truth. A failed engine is recorded, never raised."""
+    entry = _entry(name_or_entry)
+    engines = list(engines) if engines is not None else list(entry.engines)
+    if not engines:
+        raise ZooError("compare needs at least one engine")
+    per = split_options(entry, engines, options)
+    prepared = [
+        prepare(entry, e, data=data, seed=seed, progress=progress, **per[e]) for e in engines
+    ]
+    runs = {p.engine: execute(p) for p in prepared}
+    used = prepared[0].data
+    truth = entry.ground_truth(used)
+    table = comparison_table(runs, truth, entry.compared_params())
+    return Comparison(entry, runs, table, truth, used)
+
+
+def report(
+    names: Sequence[str] | None = None,
+    *,
+    out: str | Path,
+    profile: str = "quick",
+    seed: int = 0,
+    progress: bool | None = None,
+) -> Path:
+    """Write ``out/index.html`` and one page per model (HTML, Markdown, JSON/CSV beside).
+    Returns the index path."""
+    from reports import write_report
+
+    return write_report(names, out=out, profile=profile, seed=seed, progress=progress)
