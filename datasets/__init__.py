@@ -3,7 +3,7 @@ generators."""
 
 from __future__ import annotations
 
-from functools import cache, lru_cache
+from functools import cache
 from pathlib import Path
 
 import pandas as pd

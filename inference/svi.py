@@ -46,7 +46,8 @@ GUIDES = ("model", *AUTOGUIDES)
 def make_elbo(
     name: str, *, num_particles: int, max_plate_nesting: int, jit: bool = False
 ) -> pyro.infer.ELBO:
-    """ELBO by name. ``iwae`` is the importance-weighted bound (Rényi alpha=0), ``renyi`` alpha=0.5."""
+    """ELBO by name: ``iwae`` is the importance-weighted bound (Rényi alpha=0), ``renyi`` has
+    alpha=0.5."""
     kw = dict(num_particles=num_particles, max_plate_nesting=max_plate_nesting)
     jit_kw = dict(kw, ignore_jit_warnings=True)
     if name == "trace":

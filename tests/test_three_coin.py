@@ -68,7 +68,11 @@ def test_every_mle_is_on_the_ridge(init):
 def test_enum_at_given_parameters_matches_brute_force():
     theta = (76 / 187, 51 / 95, 119 / 185)
     run = zoo.run(
-        "three_coin", "enum", params=dict(zip(("pi", "p", "q"), theta)), num_samples=2000, seed=1
+        "three_coin",
+        "enum",
+        params=dict(zip(("pi", "p", "q"), theta, strict=True)),
+        num_samples=2000,
+        seed=1,
     )
     log_lik, marg, map_z = brute_force(theta)
     assert run.log_evidence == pytest.approx(log_lik, abs=1e-5)

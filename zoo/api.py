@@ -90,7 +90,8 @@ def execute(p: Prepared) -> Run:
     except ZooError:
         raise
     except Exception as e:  # noqa: BLE001 - recorded in the Run, never lost
-        reason = f"{type(e).__name__}: {e}"
+        first = (str(e).strip().splitlines() or [""])[0]
+        reason = f"{type(e).__name__}: {first}"
         warnings.warn(f"{entry.name}/{p.engine} failed: {reason}", RuntimeWarning, stacklevel=3)
         result = Run(engine=p.engine, status="failed", error=reason)
         result.extras["traceback"] = traceback.format_exc()

@@ -56,7 +56,7 @@ class ModelEntry:
 
     # ----------------------------------------------------------------- data
     def load_data(self, seed: int = 0) -> dict[str, Any]:
-        """The model's default dataset as keyword arguments for ``model`` (observations included)."""
+        """The default dataset as keyword arguments for ``model`` (observations included)."""
         src = self.data_source
         raw = src(seed) if callable(src) else src
         return {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in dict(raw).items()}

@@ -202,9 +202,10 @@ class SortedNormal(dist.TorchDistribution):
         self.loc, self.scale, self.size = torch.as_tensor(loc), torch.as_tensor(scale), size
         super().__init__(torch.Size(), torch.Size([size]), validate_args=validate_args)
 
-    def sample(self, sample_shape: torch.Size = torch.Size()) -> torch.Tensor:
+    def sample(self, sample_shape: torch.Size | tuple = ()) -> torch.Tensor:
         with torch.no_grad():
-            base = dist.Normal(self.loc, self.scale).sample(sample_shape + (self.size,))
+            shape = torch.Size(sample_shape) + (self.size,)
+            base = dist.Normal(self.loc, self.scale).sample(shape)
             return base.sort(-1).values
 
     def log_prob(self, value: torch.Tensor) -> torch.Tensor:

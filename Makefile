@@ -1,0 +1,33 @@
+# Two entry points do all the set-up on a fresh machine: `make report` and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed-stamp
+OUT    ?= zoo-report
+
+.PHONY: report test test-slow lint bench clean
+
+# torch==2.13.0 is the CPU build (an unpinned torch pulls a multi-GB CUDA build).
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check torch==2.13.0
+	$(PY) -m pip install --quiet --disable-pip-version-check -e ".[dev]"
+	touch $(STAMP)
+
+report: $(STAMP)
+	$(VENV)/bin/zoo report --out $(OUT)
+
+test: $(STAMP)
+	$(PY) -m pytest
+
+test-slow: $(STAMP)
+	$(PY) -m pytest -m slow
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
+
+bench: $(STAMP)
+	$(PY) benchmarks/engines.py
+
+clean:
+	rm -rf $(VENV) $(OUT) *.egg-info

@@ -1,0 +1,53 @@
+"""The command line as a user runs it."""
+
+import json
+import subprocess
+import sys
+
+import arviz as az
+import pytest
+
+from zoo.cli import main
+
+
+def test_list(capsys):
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    for name in ("beta_bernoulli", "three_coin", "gaussian_mixture"):
+        assert name in out
+
+
+def test_info(capsys):
+    assert main(["info", "three_coin"]) == 0
+    out = capsys.readouterr().out
+    assert "001 §1.1" in out and "em" in out and "Gauss–Legendre" in out
+
+
+def test_run_writes_netcdf_summary_and_diagnostics(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert (
+        main(
+            ["run", "three_coin", "-e", "em", "-o", "init=(0.4, 0.6, 0.7)", "-q", "--out", str(out)]
+        )
+        == 0
+    )
+    assert "0.406417" in capsys.readouterr().out
+    idata = az.from_netcdf(str(out / "idata.nc"))
+    assert float(idata.posterior["pi"].values.ravel()[0]) == pytest.approx(76 / 187)
+    diag = json.loads((out / "diagnostics.json").read_text())
+    assert diag["engine"] == "em" and diag["log_evidence"] == pytest.approx(-6.730117, abs=1e-6)
+    assert (out / "summary.csv").read_text().startswith(",mean,sd")
+
+
+def test_compare(capsys):
+    assert (
+        main(["compare", "beta_bernoulli", "--engines", "exact,svi", "-q", "-o", "num_samples=200"])
+        != 2
+    )
+    out = capsys.readouterr().out
+    assert "truth" in out and "exact" in out
+
+
+def test_python_dash_m_zoo_list():
+    proc = subprocess.run([sys.executable, "-m", "zoo", "list"], capture_output=True, text=True)
+    assert proc.returncode == 0 and "three_coin" in proc.stdout
