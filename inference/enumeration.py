@@ -66,14 +66,171 @@ def draw_discrete(
     temperature: int = 1,
     progress: bool = False,
     desc: str = "infer_discrete",
+    batch_size: int = 250,
 ) -> dict[str, np.ndarray]:
     """For each condition (values of the continuous sites), draw the discrete ``sites`` from their
     exact conditional posterior (temperature 1) or take their joint MAP (temperature 0).
 
-    Returns arrays shaped ``(len(conditions), *site_shape)``.
+    Conditions are processed in vectorised batches (an outer plate over draws); a model that
+    cannot be vectorised that way is run one condition at a time. Returns arrays shaped
+    ``(len(conditions), *site_shape)``.
     """
     out: dict[str, list[np.ndarray]] = {s: [] for s in sites}
-    for values in tqdm(conditions, desc=desc, disable=not progress, leave=False):
+    starts = range(0, len(conditions), batch_size)
+    for i in tqdm(starts, desc=desc, disable=not progress or len(starts) < 2, leave=False):
+        chunk = conditions[i : i + batch_size]
+        try:
+            drawn = _draw_batch(model, data, chunk, sites, max_plate_nesting, temperature)
+        except (RuntimeError, ValueError, IndexError):
+            drawn = _draw_each(model, data, chunk, sites, max_plate_nesting, temperature)
+        for s in sites:
+            out[s].append(drawn[s])
+    return {s: np.concatenate(v) for s, v in out.items()}
+
+
+def batched(model: Callable[..., Any], n: int, dim: int) -> Callable[..., Any]:
+    """``model`` under an outer plate of ``n`` independent copies at ``dim`` (left of its own)."""
+
+    def fn(*args: Any, **kwargs: Any) -> Any:
+        with pyro.plate("_draws", n, dim=dim):
+            return model(*args, **kwargs)
+
+    return fn
+
+
+def stack_conditions(
+    model: Callable[..., Any],
+    data: Mapping[str, Any],
+    conditions: list[dict[str, torch.Tensor]],
+    dim: int,
+) -> dict[str, torch.Tensor]:
+    """Stack per-draw site values into the shapes the sites take under :func:`batched`."""
+    n = len(conditions)
+    with torch.no_grad(), pyro.validation_enabled(False):
+        shapes = poutine.trace(batched(model, n, dim)).get_trace(**data)
+    return {
+        k: torch.stack([c[k] for c in conditions]).reshape(shapes.nodes[k]["value"].shape)
+        for k in conditions[0]
+    }
+
+
+def log_joint_batch(
+    model: Callable[..., Any],
+    data: Mapping[str, Any],
+    conditions: list[dict[str, torch.Tensor]],
+    max_plate_nesting: int,
+) -> np.ndarray:
+    """:func:`log_joint` for many conditions at once: log p(data, values_i) with the discrete
+    sites summed out, one number per condition (tensor message passing, as TraceEnum_ELBO does,
+    contracted down to the plate over draws)."""
+    from pyro.infer.traceenum_elbo import _compute_model_factors
+    from pyro.ops.contract import contract_to_tensor
+
+    n, dim = len(conditions), -1 - max_plate_nesting
+    values = stack_conditions(model, data, conditions, dim)
+    conditioned = enumerated(poutine.condition(batched(model, n, dim), data=values))
+    elbo = TraceEnum_ELBO(max_plate_nesting=max_plate_nesting + 1)
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "TraceEnum_ELBO found no sample sites")
+        model_trace, guide_trace = next(elbo._get_traces(conditioned, _empty_guide, (), data))
+        costs, factors, _, sum_dims, scale = _compute_model_factors(model_trace, guide_trace)
+        sym = model_trace.plate_to_symbol["_draws"]
+        total = torch.zeros(n, dtype=torch.float64)
+        terms = [(t, 1.0) for ts in costs.values() for t in ts]
+        if factors:
+            contracted = contract_to_tensor(factors, sum_dims, target_ordinal=frozenset({sym}))
+            terms.append((contracted, scale))  # the common scale of enumerated sites
+        for term, factor in terms:
+            dims = term._pyro_dims
+            if sym in dims:
+                keep = dims.index(sym)
+                other = [i for i in range(term.dim()) if i != keep]
+                total += factor * (term.sum(other) if other else term).reshape(-1).double()
+            else:
+                total += factor * term.sum().double()
+    return total.numpy()
+
+
+def pointwise_log_likelihood(
+    model: Callable[..., Any],
+    data: Mapping[str, Any],
+    posterior: Mapping[str, np.ndarray],
+    max_plate_nesting: int,
+) -> dict[str, np.ndarray]:
+    """log p(y_i | theta) of every observed site for every posterior draw (chain, draw, ...):
+    the ``log_likelihood`` group ArviZ's LOO/WAIC read. For models without discrete latents."""
+    first = next(iter(posterior.values()))
+    chains, draws = first.shape[:2]
+    n = chains * draws
+    conditions = [
+        {k: torch.as_tensor(v.reshape((n,) + v.shape[2:])[i]) for k, v in posterior.items()}
+        for i in range(n)
+    ]
+    dim = -1 - max_plate_nesting
+    values = stack_conditions(model, data, conditions, dim)
+    with torch.no_grad(), pyro.validation_enabled(False):
+        trace = poutine.trace(poutine.condition(batched(model, n, dim), data=values)).get_trace(
+            **data
+        )
+    out = {}
+    for name, site in trace.nodes.items():
+        if site["type"] == "sample" and site["is_observed"] and name not in values:
+            lp = site["fn"].log_prob(site["value"])
+            shape = tuple(site["value"].shape)
+            fits = lp.numel() == n * int(np.prod(shape))
+            out[name] = lp.reshape((chains, draws) + shape if fits else (chains, draws, -1))
+    return {k: v.numpy() for k, v in out.items()}
+
+
+def _draw_batch(
+    model: Callable[..., Any],
+    data: Mapping[str, Any],
+    conditions: list[dict[str, torch.Tensor]],
+    sites: tuple[str, ...],
+    max_plate_nesting: int,
+    temperature: int,
+) -> dict[str, np.ndarray]:
+    """infer_discrete for many conditions at once, under a plate over draws left of the model's."""
+    n, dim = len(conditions), -1 - max_plate_nesting
+    with torch.no_grad(), pyro.validation_enabled(False):
+        shapes = poutine.trace(batched(model, n, dim)).get_trace(**data)
+        values = stack_conditions(model, data, conditions, dim)
+        sampler = infer_discrete(
+            enumerated(poutine.condition(batched(model, n, dim), data=values)),
+            first_available_dim=dim - 1,
+            temperature=temperature,
+        )
+        trace = poutine.trace(sampler).get_trace(**data)
+    result = {}
+    for s in sites:
+        value = trace.nodes[s]["value"]
+        single = shapes.nodes[s]["value"].numel() // n
+        result[s] = value.reshape(n, single).numpy()
+    single_shapes = _single_shapes(model, data, conditions[0], sites)
+    return {s: v.reshape((n,) + single_shapes[s]) for s, v in result.items()}
+
+
+def _single_shapes(
+    model: Callable[..., Any],
+    data: Mapping[str, Any],
+    values: Mapping[str, torch.Tensor],
+    sites: tuple[str, ...],
+) -> dict[str, tuple[int, ...]]:
+    with torch.no_grad(), pyro.validation_enabled(False):
+        trace = poutine.trace(poutine.condition(model, data=dict(values))).get_trace(**data)
+    return {s: tuple(trace.nodes[s]["value"].shape) for s in sites}
+
+
+def _draw_each(
+    model: Callable[..., Any],
+    data: Mapping[str, Any],
+    conditions: list[dict[str, torch.Tensor]],
+    sites: tuple[str, ...],
+    max_plate_nesting: int,
+    temperature: int,
+) -> dict[str, np.ndarray]:
+    out: dict[str, list[np.ndarray]] = {s: [] for s in sites}
+    for values in conditions:
         conditioned = enumerated(poutine.condition(model, data=values))
         sampler = infer_discrete(
             conditioned, first_available_dim=-1 - max_plate_nesting, temperature=temperature

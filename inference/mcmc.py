@@ -10,7 +10,7 @@ from pyro.infer import HMC, MCMC, NUTS
 
 from .arviz_io import make_run, mcmc_convergence
 from .context import EngineContext
-from .enumeration import draw_discrete, enumerated
+from .enumeration import draw_discrete, enumerated, pointwise_log_likelihood
 from .results import NumericalFailure, Run
 
 KERNELS = {"nuts": NUTS, "hmc": HMC}
@@ -79,10 +79,16 @@ def mcmc_engine(
         posterior.update(
             {n: v.reshape((num_chains, num_samples) + v.shape[1:]) for n, v in recovered.items()}
         )
+    log_lik = (
+        None
+        if s.discrete
+        else pointwise_log_likelihood(ctx.model, ctx.data, posterior, s.max_plate_nesting)
+    )
     run = make_run(
         kernel,
         posterior,
         mcmc=True,
+        log_likelihood=log_lik,
         sample_stats={"diverging": diverging},
         observed_data=ctx.data,
         diagnostics={

@@ -22,14 +22,20 @@ from pyro.infer import (
     TraceMeanField_ELBO,
 )
 from pyro.infer import autoguide as ag
-from pyro.infer.importance import vectorized_importance_weights
 from pyro.optim import ClippedAdam
 from scipy.special import logsumexp
 from tqdm.auto import tqdm
 
 from .arviz_io import make_run, psis_pareto_k
 from .context import EngineContext
-from .enumeration import draw_discrete, enumerated, log_joint
+from .enumeration import (
+    batched,
+    draw_discrete,
+    enumerated,
+    log_joint,
+    log_joint_batch,
+    pointwise_log_likelihood,
+)
 from .results import NumericalFailure, Run, ZooError
 
 AUTOGUIDES: dict[str, Callable[..., Any]] = {
@@ -150,25 +156,63 @@ def guide_draws(
 ) -> tuple[dict[str, np.ndarray], np.ndarray]:
     """Draws from a fitted guide as a one-chain posterior, with log importance weights
     log p(y, theta) - log q(theta) (discrete sites the guide leaves out are summed over in p and
-    then drawn from their exact conditional posterior given each draw)."""
+    then drawn from their exact conditional posterior given each draw).
+
+    Draws are vectorised under a plate over draws; a guide or model that cannot be vectorised
+    that way is run one draw at a time."""
+    try:
+        posterior, log_w = _guide_draws_batched(ctx, guide, num_samples)
+    except (RuntimeError, ValueError, IndexError, NotImplementedError):
+        posterior, log_w = _guide_draws_loop(ctx, guide, num_samples)
+    if enumerate_sites:
+        s = ctx.structure
+        conditions = [
+            {n: torch.as_tensor(v[0, i]) for n, v in posterior.items()} for i in range(num_samples)
+        ]
+        recovered = draw_discrete(
+            ctx.model,
+            ctx.data,
+            conditions,
+            enumerate_sites,
+            s.max_plate_nesting,
+            progress=ctx.progress,
+        )
+        posterior.update({n: v[None] for n, v in recovered.items()})
+    return posterior, log_w
+
+
+def _guide_draws_batched(
+    ctx: EngineContext, guide: Callable[..., Any], num_samples: int
+) -> tuple[dict[str, np.ndarray], np.ndarray]:
     s, data = ctx.structure, dict(ctx.data)
-    if not enumerate_sites:
-        with torch.no_grad():
-            log_w, _, gtrace = vectorized_importance_weights(
-                ctx.model,
-                guide,
-                num_samples=num_samples,
-                max_plate_nesting=s.max_plate_nesting,
-                **data,
-            )
-        posterior = {
-            n: site["value"].detach().reshape((1, num_samples) + s.shapes[n]).numpy()
-            for n, site in gtrace.nodes.items()
-            if site["type"] == "sample" and n in s.latent
-        }
-        return posterior, log_w.detach().numpy().astype(float)
+    dim = -1 - s.max_plate_nesting
+    with torch.no_grad(), pyro.validation_enabled(False):
+        gtrace = poutine.trace(batched(guide, num_samples, dim)).get_trace(**data)
+        gtrace.compute_log_prob()
+    log_q = torch.zeros(num_samples, dtype=torch.float64)
+    posterior: dict[str, np.ndarray] = {}
+    for name, site in gtrace.nodes.items():
+        if site["type"] != "sample" or name == "_draws":
+            continue
+        lp = site["log_prob"]  # auxiliary sites of autoguides included
+        keep = lp.dim() + dim
+        lp = lp.sum([i for i in range(lp.dim()) if i != keep]) if lp.dim() > 1 else lp
+        log_q += lp.reshape(num_samples).double()
+        if name in s.latent:
+            value = site["value"].detach().reshape((num_samples,) + s.shapes[name])
+            posterior[name] = value.numpy()[None]
+    conditions = [
+        {n: torch.as_tensor(v[0, i]) for n, v in posterior.items()} for i in range(num_samples)
+    ]
+    log_p = log_joint_batch(ctx.model, data, conditions, s.max_plate_nesting)
+    return posterior, log_p - log_q.numpy()
+
+
+def _guide_draws_loop(
+    ctx: EngineContext, guide: Callable[..., Any], num_samples: int
+) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    s, data = ctx.structure, dict(ctx.data)
     draws: dict[str, list[np.ndarray]] = {}
-    conditions: list[dict[str, torch.Tensor]] = []
     log_w = np.empty(num_samples)
     for i in tqdm(range(num_samples), desc="guide draws", disable=not ctx.progress, leave=False):
         with torch.no_grad():
@@ -180,21 +224,9 @@ def guide_draws(
             if site["type"] == "sample" and n in s.latent
         }
         log_w[i] = log_joint(ctx.model, data, values, s.max_plate_nesting) - log_q
-        conditions.append(values)
         for n, v in values.items():
             draws.setdefault(n, []).append(v.numpy())
-    posterior = {n: np.stack(v)[None] for n, v in draws.items()}
-    recovered = draw_discrete(
-        ctx.model,
-        data,
-        conditions,
-        enumerate_sites,
-        s.max_plate_nesting,
-        progress=ctx.progress,
-        desc="infer_discrete",
-    )
-    posterior.update({n: v[None] for n, v in recovered.items()})
-    return posterior, log_w
+    return {n: np.stack(v)[None] for n, v in draws.items()}, log_w
 
 
 def svi_engine(
@@ -258,9 +290,15 @@ def svi_engine(
         if finite.any()
         else float("nan"),
     }
+    log_lik = (
+        None
+        if s.discrete
+        else pointwise_log_likelihood(ctx.model, data, posterior, s.max_plate_nesting)
+    )
     return make_run(
         "svi",
         posterior,
+        log_likelihood=log_lik,
         observed_data=data,
         diagnostics=diagnostics,
         log_evidence=float(np.mean(log_w[finite])) if finite.any() else None,

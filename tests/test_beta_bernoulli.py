@@ -77,6 +77,10 @@ def test_mcmc_matches_closed_form(kernel):
     assert run.diagnostics["max_r_hat"] < 1.05
     assert run.idata.posterior["p"].shape == (2, 400)
     assert "diverging" in run.idata.sample_stats
+    # pointwise log-likelihood (for LOO/WAIC): y_0 = 1 contributes log p, y_2 = 0 log(1 - p)
+    ll, p = run.idata.log_likelihood["y"].values, run.idata.posterior["p"].values
+    np.testing.assert_allclose(ll[..., 0], np.log(p), rtol=1e-5)
+    np.testing.assert_allclose(ll[..., 2], np.log1p(-p), rtol=1e-4, atol=1e-6)
 
 
 def test_same_seed_same_numbers():

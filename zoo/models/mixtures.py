@@ -10,6 +10,7 @@ import pyro
 import pyro.distributions as dist
 import torch
 from pyro.distributions import constraints
+from pyro.ops.indexing import Vindex
 from scipy.special import logsumexp
 from tqdm.auto import tqdm
 
@@ -232,11 +233,11 @@ def gaussian_mixture(y: torch.Tensor, K: int = 2) -> None:
     """
     weights = pyro.sample("weights", dist.Dirichlet(torch.ones(K)))
     locs = pyro.sample("locs", SortedNormal(torch.tensor(3.0), torch.tensor(2.0), K))
-    with pyro.plate("components", K):
-        scales = pyro.sample("scales", dist.LogNormal(np.log(0.5), 1.0))
+    scales = pyro.sample("scales", dist.LogNormal(np.log(0.5), 1.0).expand([K]).to_event(1))
     with pyro.plate("data", y.shape[0]):
         z = pyro.sample("z", dist.Categorical(weights))
-        pyro.sample("y", dist.Normal(locs[z], scales[z]), obs=y)
+        # Vindex picks component z_n's parameters under any batch (enumeration, draws) dims
+        pyro.sample("y", dist.Normal(Vindex(locs)[..., z], Vindex(scales)[..., z]), obs=y)
 
 
 def gaussian_mixture_guide(y: torch.Tensor, K: int = 2) -> None:
@@ -244,7 +245,8 @@ def gaussian_mixture_guide(y: torch.Tensor, K: int = 2) -> None:
     as a Normal on their unconstrained coordinates (first mean, log gaps) pushed through the
     ordering transform. The assignments z are enumerated exactly in the model. Means start at the
     data's quantiles, the usual EM start."""
-    conc = pyro.param("q_w_conc", torch.full((K,), 10.0), constraint=constraints.positive)
+    # start as if each component had N / K points, near where the posterior will be
+    conc = pyro.param("q_w_conc", torch.full((K,), y.shape[0] / K), constraint=constraints.positive)
     pyro.sample("weights", dist.Dirichlet(conc))
     ordered = dist.transforms.OrderedTransform()
     start = torch.quantile(y, (torch.arange(K) + 0.5) / K)
@@ -254,8 +256,7 @@ def gaussian_mixture_guide(y: torch.Tensor, K: int = 2) -> None:
     pyro.sample("locs", dist.TransformedDistribution(base, [ordered]))
     s_loc = pyro.param("q_scales_loc", torch.full((K,), np.log(0.5)))
     s_scale = pyro.param("q_scales_scale", torch.full((K,), 0.1), constraint=constraints.positive)
-    with pyro.plate("components", K):
-        pyro.sample("scales", dist.LogNormal(s_loc, s_scale))
+    pyro.sample("scales", dist.LogNormal(s_loc, s_scale).to_event(1))
 
 
 def gmm_em_steps(
