@@ -1,4 +1,4 @@
-"""Every wrong call gets a clear error naming the problem, before any work, leaving nothing behind."""
+"""Every wrong call gets a clear error naming the problem, before any work, leaving nothing."""
 
 import subprocess
 import sys
