@@ -249,6 +249,11 @@ def svi_engine(
     """
     s = ctx.structure
     guide_name = guide or ("model" if ctx.guide is not None else "normal")
+    if guide_name == "flow" and jit:
+        raise ZooError(
+            "jit=True does not work with guide='flow' (Pyro's JIT cannot trace the "
+            "flow's network parameters); use jit=False"
+        )
     q = build_guide(ctx, guide_name)
     data = dict(ctx.data)
     sampled = guide_sites(q, data) if guide_name == "model" else set(s.continuous)

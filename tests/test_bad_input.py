@@ -39,6 +39,7 @@ from zoo.cli import main
         ),
         (lambda: zoo.run("beta_bernoulli", "svi", elbo="iwae"), r"needs num_particles >= 2"),
         (lambda: zoo.run("beta_bernoulli", "svi", guide="flow"), r"at least 2 continuous"),
+        (lambda: zoo.run("three_coin", "svi", guide="flow", jit=True), r"jit=True does not"),
         (lambda: zoo.run("three_coin", "em", init=(0.4, 1.2, 0.5)), r"init must be three"),
         (lambda: zoo.run("three_coin", "em", seed=-1), r"seed must be a non-negative"),
         (lambda: zoo.run("three_coin", "enum", params={"pi": 0.5}), r"missing \['p', 'q'\]"),

@@ -1,0 +1,330 @@
+"""Reports: files, numbers, HTML validity, findings, validation and atomic writing.
+
+One real report (beta_bernoulli, profile "smoke") is written once per module; the other tests
+build comparisons by hand or stub ``zoo.compare`` so they cost no engine time.
+"""
+
+from __future__ import annotations
+
+import json
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import reports
+import zoo
+from inference import Run
+from inference.accuracy import comparison_table
+from zoo.api import Comparison
+
+# ----------------------------------------------------------------------------- helpers
+
+VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "wbr"}
+
+
+class _Checker(HTMLParser):
+    """Tag balance, links and images of an HTML page."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stack: list[str] = []
+        self.errors: list[str] = []
+        self.urls: list[str] = []
+        self.images: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        for key in ("href", "src"):
+            if a.get(key):
+                self.urls.append(a[key])
+        if tag == "img":
+            self.images.append(a.get("src") or "")
+            if not a.get("alt"):
+                self.errors.append("img without alt")
+        if tag not in VOID:
+            self.stack.append(tag)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in VOID:
+            return
+        if not self.stack or self.stack[-1] != tag:
+            self.errors.append(f"unexpected </{tag}> (open: {self.stack[-3:]})")
+            return
+        self.stack.pop()
+
+
+def check_html(text: str) -> _Checker:
+    assert text.startswith("<!DOCTYPE html>")
+    assert '<html lang="en">' in text
+    assert '<meta charset="utf-8">' in text
+    assert "<title>" in text and "</title>" in text
+    c = _Checker()
+    c.feed(text)
+    c.close()
+    assert not c.errors, c.errors
+    assert not c.stack, f"unclosed tags {c.stack}"
+    external = [u for u in c.urls if u.startswith(("http:", "https:", "//"))]
+    assert not external, external  # self-contained
+    return c
+
+
+def hand_comparison(failed_svi: bool = False) -> Comparison:
+    """beta_bernoulli with the exact engine and a hand-made svi run (no inference)."""
+    entry = zoo.get_model("beta_bernoulli")
+    data = entry.load_data()
+    truth = entry.ground_truth(data)
+    exact = zoo.run(entry, "exact", num_samples=500, progress=False)
+    if failed_svi:
+        svi = Run(engine="svi", status="failed", error="NumericalFailure: ELBO is NaN at step 3")
+        svi.diagnostics["wall_time_s"] = 0.5
+    else:
+        rng = np.random.default_rng(0)
+        draws = rng.normal(0.6, 0.05, size=(1, 400))
+        from inference import make_run
+
+        svi = make_run(
+            "svi",
+            {"p": draws},
+            diagnostics={"final_elbo": -7.5, "elbo": list(np.linspace(-30, -7.5, 50))},
+            log_evidence=-7.5,
+        )
+        svi.diagnostics.update(wall_time_s=1.0, pareto_k=0.9, is_log_evidence=-7.3)
+    runs = {"svi": svi, "exact": exact}
+    table = comparison_table(runs, truth, entry.compared_params())
+    return Comparison(entry, runs, table, truth, data)
+
+
+def hand_table(engine_sd: float, engine_mean: float = 1.0) -> pd.DataFrame:
+    cols = pd.MultiIndex.from_tuples(
+        [
+            ("truth", "mean"),
+            ("truth", "sd"),
+            ("svi", "mean"),
+            ("svi", "sd"),
+            ("svi", "std_err"),
+        ],
+        names=["source", "stat"],
+    )
+    err = abs(engine_mean - 1.0) / 0.2
+    return pd.DataFrame(
+        [[1.0, 0.2, engine_mean, engine_sd, err]],
+        index=pd.Index(["tau"], name="parameter"),
+        columns=cols,
+    )
+
+
+# ----------------------------------------------------------------------------- one real report
+
+
+@pytest.fixture(scope="module")
+def report_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("reports") / "r"
+    index = reports.write_report(["beta_bernoulli"], out=out, profile="smoke", progress=False)
+    assert index == out / "index.html"
+    return out
+
+
+def test_report_writes_every_file(report_dir: Path) -> None:
+    names = {p.name for p in report_dir.iterdir()}
+    expected = {"index.html", "index.md", "results.json", "results.csv"}
+    expected |= {f"beta_bernoulli.{ext}" for ext in ("html", "md", "json", "csv")}
+    assert names == expected
+    # nothing left beside the report
+    assert [p.name for p in report_dir.parent.iterdir()] == ["r"]
+
+
+def test_model_json_numbers(report_dir: Path) -> None:
+    page = json.loads((report_dir / "beta_bernoulli.json").read_text())
+    assert page["model"] == "beta_bernoulli"
+    assert page["runs"]["exact"]["summary"]["p"]["mean"] == pytest.approx(0.666667, abs=1e-6)
+    assert page["truth"]["sd"]["p"] == pytest.approx(0.130744, abs=1e-6)
+    assert set(page["runs"]) == {"svi", "nuts", "hmc", "exact"}
+    assert all(r["status"] == "ok" for r in page["runs"].values())
+    assert isinstance(page["runs"]["svi"]["diagnostics"]["elbo"], list)
+    (row,) = page["table"]
+    assert row["parameter"] == "p" and row["exact_std_err"] == pytest.approx(0.0, abs=1e-9)
+    assert page["findings"] and all(
+        f["level"] in ("good", "info", "warn", "bad") for f in page["findings"]
+    )
+
+
+def test_csv_and_results(report_dir: Path) -> None:
+    table = pd.read_csv(report_dir / "beta_bernoulli.csv")
+    assert list(table["parameter"]) == ["p"]
+    assert table.loc[0, "truth_sd"] == pytest.approx(0.130744, abs=1e-6)
+    results = json.loads((report_dir / "results.json").read_text())
+    cells = results["models"]["beta_bernoulli"]["engines"]
+    assert set(cells) == {"svi", "nuts", "hmc", "exact"}
+    assert cells["exact"]["worst_std_err"] == pytest.approx(0.0, abs=1e-9)
+    flat = pd.read_csv(report_dir / "results.csv")
+    assert len(flat) == 4 and set(flat["status"]) == {"ok"}
+
+
+def test_html_pages(report_dir: Path) -> None:
+    page = (report_dir / "beta_bernoulli.html").read_text()
+    c = check_html(page)
+    assert sum(s.startswith("data:image/png;base64,") for s in c.images) >= 3  # density, ELBO, MCMC
+    assert "<table" in page and "std_err" in page
+    assert "0.6667" in page  # posterior table, rounded
+    assert "Beta(a, b)" in page  # the generative story
+    index = (report_dir / "index.html").read_text()
+    check_html(index)
+    assert 'href="beta_bernoulli.html' in index
+    md = (report_dir / "beta_bernoulli.md").read_text()
+    assert md.startswith("# `beta_bernoulli`") and "| `p` | 0.6667 | 0.1307 |" in md
+
+
+# ----------------------------------------------------------------------------- findings
+
+
+def test_findings_under_estimated_sd() -> None:
+    found = reports.findings(hand_table(engine_sd=0.1))
+    texts = [f.text for f in found if f.topic == "accuracy"]
+    sd = [t for t in texts if "sd(tau)" in t]
+    assert len(sd) == 1 and "under-estimates" in sd[0] and "50%" in sd[0], texts
+    assert any(f.level == "good" and "means" in f.text for f in found)  # mean is exact
+
+
+def test_findings_over_and_within() -> None:
+    over = reports.findings(hand_table(engine_sd=0.3))
+    assert any("over-estimates sd(tau) by 50%" in f.text for f in over)
+    fine = reports.findings(hand_table(engine_sd=0.205, engine_mean=1.01))
+    assert [f.level for f in fine] == ["good"]
+    assert "agrees" in fine[0].text and "within 0.05 posterior sd" in fine[0].text
+    off = reports.findings(hand_table(engine_sd=0.2, engine_mean=1.3))
+    assert any("1.50 posterior sd" in f.text and f.level == "bad" for f in off)
+
+
+def test_findings_point_estimate_and_noise() -> None:
+    found = reports.findings(hand_table(engine_sd=0.0, engine_mean=1.1))
+    assert [f.topic for f in found] == ["point"]
+    assert "point estimates" in found[0].text and "0.50 posterior sd" in found[0].text
+    # with few effective draws, a 20% sd error is within Monte-Carlo noise: not reported
+    run = Run(
+        engine="svi",
+        summary=pd.DataFrame({"mean": [1.0], "sd": [0.16], "ess_bulk": [20.0]}, index=["tau"]),
+    )
+    noisy = reports.findings(hand_table(engine_sd=0.16), runs={"svi": run})
+    assert not any("under-estimates" in f.text for f in noisy)
+
+
+def test_findings_from_runs() -> None:
+    cmp = hand_comparison()
+    found = reports.findings(cmp.table, runs=cmp.runs, truth=cmp.truth)
+    text = " ".join(f.text for f in found)
+    assert "svi under-estimates sd(p)" in text
+    assert "Pareto k\u0302 0.90" in text
+    assert "nats below the exact log evidence" in text
+    assert "exact's log evidence \u22127.1854 matches the exact value" in text
+
+
+# ----------------------------------------------------------------------------- rendering
+
+
+def test_failed_engine_is_a_failed_cell() -> None:
+    cmp = hand_comparison(failed_svi=True)
+    files = reports.render_model_page(cmp, profile="smoke")
+    html = files["beta_bernoulli.html"]
+    check_html(html)
+    assert "NumericalFailure: ELBO is NaN at step 3" in html
+    assert 'class="status failed"' in html
+    summary = json.loads(files["summary"])
+    index = reports.render_index([summary], profile="smoke")
+    check_html(index["index.html"])
+    assert "failed" in index["index.html"]
+    json.loads(index["results.json"])
+
+
+def test_json_is_strict() -> None:
+    from reports.render import dumps
+
+    text = dumps({"a": float("nan"), "b": np.float32(1.5), "c": np.arange(3), "d": (np.inf,)})
+    assert json.loads(text) == {"a": None, "b": 1.5, "c": [0, 1, 2], "d": [None]}
+
+
+def test_html_is_escaped() -> None:
+    from reports.render import render
+
+    html = render(
+        "index.html.j2",
+        models=[
+            {
+                "name": "<x>",
+                "description": "<script>",
+                "seed_ref": "",
+                "page": "x.html",
+                "truth": None,
+                "engines": {},
+                "profile": "quick",
+                "seed": 0,
+                "generated": "",
+            }
+        ],
+        engines=[],
+        profile="quick",
+        seed=0,
+        generated="",
+        versions={},
+        std_err_good=0.25,
+        std_err_bad=1.0,
+    )
+    assert "<script>" not in html and "&lt;script&gt;" in html
+
+
+# ----------------------------------------------------------------------------- validation
+
+
+def test_unknown_profile(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="quick"):
+        reports.write_report(["beta_bernoulli"], out=tmp_path / "r", profile="huge")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_unknown_model_leaves_nothing(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="beta_bernoulli"):
+        reports.write_report(["beta_bernouli"], out=tmp_path / "r", profile="smoke")
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(ValueError, match="unknown option"):
+        reports.write_report("beta_bernoulli", out=tmp_path / "r", options={"svi": {"steps": 3}})
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_profiles_plan() -> None:
+    plan = reports.plan_report(["beta_bernoulli", "gaussian_mixture"], profile="quick")
+    assert plan["beta_bernoulli"]["svi"] == {"num_steps": 1000, "num_samples": 500, "jit": True}
+    assert plan["beta_bernoulli"]["exact"] == {}
+    # the model asks for more draws than the profile: the larger wins
+    assert plan["gaussian_mixture"]["nuts"]["num_samples"] == 300
+    full = reports.plan_report("beta_bernoulli", profile="full", options={"svi": {"lr": 0.01}})
+    assert full["beta_bernoulli"]["svi"]["lr"] == 0.01
+    assert full["beta_bernoulli"]["nuts"]["num_samples"] == 1000
+
+
+def test_atomic_and_merging(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    cmp = hand_comparison()
+
+    def fake_compare(name, engines=None, **kwargs):
+        return Comparison(zoo.get_model(name), cmp.runs, cmp.table, cmp.truth, cmp.data)
+
+    monkeypatch.setattr(zoo, "compare", fake_compare)
+    out = tmp_path / "r"
+    reports.write_report(["beta_bernoulli"], out=out, profile="smoke")
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(reports, "render_index", broken)
+    with pytest.raises(RuntimeError, match="disk full"):
+        reports.write_report(["three_coin"], out=out, profile="smoke")
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # untouched
+    assert [p.name for p in tmp_path.iterdir()] == ["r"]  # no temporary directory left
+    monkeypatch.undo()
+    monkeypatch.setattr(zoo, "compare", fake_compare)
+    reports.write_report(["three_coin"], out=out, profile="smoke")
+    results = json.loads((out / "results.json").read_text())
+    assert sorted(results["models"]) == ["beta_bernoulli", "three_coin"]  # earlier page kept
+    assert (out / "beta_bernoulli.html").read_bytes() == before["beta_bernoulli.html"]
