@@ -15,16 +15,25 @@ from dataclasses import dataclass
 from typing import Any
 
 from .enumeration import enum_engine
-from .mcmc import hmc_engine, mcmc_engine, nuts_engine
+from .mcmc import hmc_engine, nuts_engine
 from .results import ZooError
 from .structure import ModelStructure
 from .svi import ELBOS, GUIDES, svi_engine
 
 # Options every engine takes (handled by the runner, not passed to generic engines' kwargs).
 COMMON_OPTIONS = ("seed", "progress")
-POSITIVE_INTS = {"num_steps", "num_samples", "num_chains", "num_particles", "max_iter", "map_steps"}
+POSITIVE_INTS = {
+    "num_steps",
+    "num_samples",
+    "num_chains",
+    "num_particles",
+    "max_iter",
+    "map_steps",
+    "max_tree_depth",
+    "max_steps",
+}
 NONNEGATIVE_INTS = {"warmup"}
-POSITIVE_FLOATS = {"lr", "tol"}
+POSITIVE_FLOATS = {"lr", "tol", "trajectory_length", "target_accept"}
 CHOICES: dict[str, tuple[Any, ...]] = {"guide": GUIDES, "elbo": ELBOS}
 
 
@@ -38,14 +47,12 @@ class EngineSpec:
     @property
     def defaults(self) -> dict[str, Any]:
         """Engine options and their defaults, read off the function signature."""
-        fn = mcmc_engine if self.fn in (nuts_engine, hmc_engine) else self.fn
-        params = inspect.signature(fn).parameters.values()
-        out = {
+        params = inspect.signature(self.fn).parameters.values()
+        return {
             p.name: p.default
             for p in params
-            if p.kind == p.KEYWORD_ONLY and p.name not in COMMON_OPTIONS + ("kernel",)
+            if p.kind == p.KEYWORD_ONLY and p.name not in COMMON_OPTIONS
         }
-        return out
 
     def not_applicable(self, structure: ModelStructure, has_guide: bool) -> str | None:
         """None if the engine applies to a model of this structure, else the reason."""

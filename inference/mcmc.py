@@ -13,18 +13,33 @@ from .context import EngineContext
 from .enumeration import draw_discrete, enumerated, pointwise_log_likelihood
 from .results import NumericalFailure, Run
 
-KERNELS = {"nuts": NUTS, "hmc": HMC}
+
+class CappedHMC(HMC):
+    """Pyro's HMC takes trajectory_length / step_size leapfrog steps, which explodes while warmup
+    tries tiny step sizes; this caps the count at ``max_steps``."""
+
+    def __init__(self, *args: Any, max_steps: int = 100, **kwargs: Any) -> None:
+        self.max_steps = max_steps
+        super().__init__(*args, **kwargs)
+
+    @property
+    def num_steps(self) -> int:
+        return min(self.max_steps, max(1, int(self.trajectory_length / self.step_size)))
+
+
+KERNELS = {"nuts": NUTS, "hmc": CappedHMC}
 
 
 def mcmc_engine(
     ctx: EngineContext,
     *,
-    kernel: str = "nuts",
-    num_samples: int = 500,
-    warmup: int = 500,
-    num_chains: int = 2,
-    jit: bool = False,
-    target_accept: float = 0.8,
+    kernel: str,
+    num_samples: int,
+    warmup: int,
+    num_chains: int,
+    jit: bool,
+    target_accept: float,
+    **kernel_options: Any,
 ) -> Run:
     """Run ``num_chains`` chains one after another (same seed, same numbers on any machine).
 
@@ -44,6 +59,7 @@ def mcmc_engine(
             jit_compile=jit,
             ignore_jit_warnings=True,
             target_accept_prob=target_accept,
+            **kernel_options,
         )
         mcmc = MCMC(
             k,
@@ -104,11 +120,49 @@ def mcmc_engine(
     return run
 
 
-def nuts_engine(ctx: EngineContext, **options: Any) -> Run:
-    """No-U-Turn sampler (Hoffman & Gelman 2014)."""
-    return mcmc_engine(ctx, kernel="nuts", **options)
+def nuts_engine(
+    ctx: EngineContext,
+    *,
+    num_samples: int = 500,
+    warmup: int = 500,
+    num_chains: int = 2,
+    jit: bool = False,
+    target_accept: float = 0.8,
+    max_tree_depth: int = 10,
+) -> Run:
+    """No-U-Turn sampler (Hoffman & Gelman 2014): trajectories end where they turn back."""
+    return mcmc_engine(
+        ctx,
+        kernel="nuts",
+        num_samples=num_samples,
+        warmup=warmup,
+        num_chains=num_chains,
+        jit=jit,
+        target_accept=target_accept,
+        max_tree_depth=max_tree_depth,
+    )
 
 
-def hmc_engine(ctx: EngineContext, **options: Any) -> Run:
-    """Hamiltonian Monte Carlo with a fixed trajectory length (2*pi) and adapted step size."""
-    return mcmc_engine(ctx, kernel="hmc", **options)
+def hmc_engine(
+    ctx: EngineContext,
+    *,
+    num_samples: int = 500,
+    warmup: int = 500,
+    num_chains: int = 2,
+    jit: bool = False,
+    target_accept: float = 0.8,
+    trajectory_length: float = 2.0,
+    max_steps: int = 100,
+) -> Run:
+    """Static Hamiltonian Monte Carlo: a fixed integration time per draw (step size and mass
+    matrix adapted in warmup; trajectory_length / step_size leapfrog steps, at most max_steps)."""
+    return mcmc_engine(
+        ctx,
+        kernel="hmc",
+        num_samples=num_samples,
+        warmup=warmup,
+        num_chains=num_chains,
+        jit=jit,
+        target_accept=target_accept,
+        trajectory_length=trajectory_length,
+    )
