@@ -1,7 +1,7 @@
 """Shared inference engines. They know nothing about particular models: each takes a model, its
 data and options, and returns a :class:`Run`."""
 
-from .arviz_io import make_run, moment_rows, point_posterior
+from .arviz_io import make_run, moment_rows, point_run
 from .context import EngineContext
 from .engines import GENERIC_ENGINES, EngineSpec, check_options, reference_spec
 from .results import GroundTruth, NumericalFailure, Run, ZooError
@@ -20,6 +20,6 @@ __all__ = [
     "inspect_model",
     "make_run",
     "moment_rows",
-    "point_posterior",
+    "point_run",
     "reference_spec",
 ]

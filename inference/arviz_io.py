@@ -129,9 +129,30 @@ def make_run(
     )
 
 
-def point_posterior(values: Mapping[str, Any]) -> dict[str, np.ndarray]:
-    """A point estimate as a one-chain, one-draw posterior (EM, MAP)."""
-    return {k: _to_numpy(v)[None, None] for k, v in values.items()}
+def point_run(
+    engine: str,
+    estimate: Mapping[str, Any],
+    *,
+    observed_data: Mapping[str, Any] | None = None,
+    log_evidence: float | None = None,
+    diagnostics: dict[str, Any] | None = None,
+    extras: dict[str, Any] | None = None,
+) -> Run:
+    """A point estimate (EM, MAP) as a Run: a one-chain, one-draw posterior with sd 0.
+    ``diagnostics["conditional_on"]`` names the estimated sites (the evidence is given them)."""
+    posterior = {k: _to_numpy(v)[None, None] for k, v in estimate.items()}
+    exact: dict[str, tuple[float, float]] = {}
+    for k, v in posterior.items():
+        exact.update(moment_rows(k, v[0, 0], np.zeros_like(v[0, 0], dtype=float)))
+    return make_run(
+        engine,
+        posterior,
+        observed_data=observed_data,
+        log_evidence=log_evidence,
+        exact_moments=exact,
+        diagnostics={"conditional_on": list(estimate), **(diagnostics or {})},
+        extras={"estimate": dict(estimate), **(extras or {})},
+    )
 
 
 def mcmc_convergence(idata: az.InferenceData) -> dict[str, float]:

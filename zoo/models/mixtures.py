@@ -15,7 +15,7 @@ from scipy.special import logsumexp
 from tqdm.auto import tqdm
 
 from datasets import load_faithful
-from inference import GroundTruth, Run, ZooError, make_run, moment_rows, point_posterior
+from inference import GroundTruth, Run, ZooError, point_run
 from zoo.registry import register
 
 # ------------------------------------------------------------------------------ three_coin
@@ -96,22 +96,13 @@ def three_coin_em(
     y = np.asarray(data["y"], dtype=float)
     theta, trace, mu = three_coin_em_steps(y, init, max_iter, tol)
     est = dict(zip(("pi", "p", "q"), theta, strict=True))
-    exact = {}
-    for k, v in est.items():
-        exact.update(moment_rows(k, v, 0.0))
-    return make_run(
+    return point_run(
         "em",
-        point_posterior(est),
+        est,
         observed_data=data,
         log_evidence=trace[-1],
-        exact_moments=exact,
-        diagnostics={
-            "log_likelihood": trace,
-            "iterations": len(trace) - 1,
-            "init": list(init),
-            "conditional_on": ["pi", "p", "q"],
-        },
-        extras={"responsibilities": mu, "estimate": est},
+        diagnostics={"log_likelihood": trace, "iterations": len(trace) - 1, "init": list(init)},
+        extras={"responsibilities": mu},
     )
 
 
@@ -328,21 +319,13 @@ def gaussian_mixture_em(
     )
     order = np.argsort(mu)  # the model's ordering convention for the labels
     est = {"weights": w[order], "locs": mu[order], "scales": s[order]}
-    exact = {}
-    for k, v in est.items():
-        exact.update(moment_rows(k, v, np.zeros_like(v)))
-    return make_run(
+    return point_run(
         "em",
-        point_posterior(est),
+        est,
         observed_data=data,
         log_evidence=trace[-1],
-        exact_moments=exact,
-        diagnostics={
-            "log_likelihood": trace,
-            "iterations": len(trace) - 1,
-            "conditional_on": ["weights", "locs", "scales"],
-        },
-        extras={"responsibilities": gamma[:, order], "estimate": est},
+        diagnostics={"log_likelihood": trace, "iterations": len(trace) - 1},
+        extras={"responsibilities": gamma[:, order]},
     )
 
 
