@@ -298,6 +298,16 @@ def test_profiles_plan() -> None:
     assert plan["beta_bernoulli"]["exact"] == {}
     # the model asks for more draws than the profile: the larger wins
     assert plan["gaussian_mixture"]["nuts"]["num_samples"] == 300
+    only = reports.plan_report(profile="smoke", engines=["exact", "em"])
+    assert {m: sorted(e) for m, e in only.items()} == {
+        "beta_bernoulli": ["exact"],
+        "gaussian_mixture": ["em"],
+        "three_coin": ["em"],
+    }
+    with pytest.raises(ValueError, match="engines that apply"):
+        reports.plan_report(["beta_bernoulli", "three_coin"], engines=["exact"])
+    with pytest.raises(ValueError, match="unknown engine"):
+        reports.plan_report("three_coin", engines=["nutz"])
     full = reports.plan_report("beta_bernoulli", profile="full", options={"svi": {"lr": 0.01}})
     assert full["beta_bernoulli"]["svi"]["lr"] == 0.01
     assert full["beta_bernoulli"]["nuts"]["num_samples"] == 1000
@@ -328,3 +338,30 @@ def test_atomic_and_merging(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     results = json.loads((out / "results.json").read_text())
     assert sorted(results["models"]) == ["beta_bernoulli", "three_coin"]  # earlier page kept
     assert (out / "beta_bernoulli.html").read_bytes() == before["beta_bernoulli.html"]
+
+
+def test_findings_without_truth_use_converged_mcmc() -> None:
+    cols = pd.MultiIndex.from_tuples(
+        [("truth", "mean"), ("truth", "sd")]
+        + [(e, s) for e in ("svi", "nuts") for s in ("mean", "sd", "std_err")],
+        names=["source", "stat"],
+    )
+    nan = float("nan")
+    table = pd.DataFrame(
+        [[nan, nan, 1.0, 0.1, nan, 1.0, 0.2, nan]],
+        index=pd.Index(["tau"], name="parameter"),
+        columns=cols,
+    )
+    nuts = Run(
+        engine="nuts",
+        summary=pd.DataFrame({"mean": [1.0], "sd": [0.2], "ess_bulk": [4000.0]}, index=["tau"]),
+        diagnostics={"max_r_hat": 1.001, "min_ess_bulk": 4000.0, "divergences": 0},
+    )
+    svi = Run(engine="svi", status="failed", error="boom")
+    found = reports.findings(table, runs={"svi": Run(engine="svi"), "nuts": nuts})
+    assert found[0].topic == "reference" and "nuts" in found[0].text
+    assert any(
+        "under-estimates sd(tau) by 50%" in f.text and "nuts's draws" in f.text for f in found
+    )
+    failed = reports.findings(table, runs={"svi": svi, "nuts": nuts})
+    assert any(f.level == "bad" and f.text == "svi failed: boom" for f in failed)

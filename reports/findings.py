@@ -1,0 +1,379 @@
+"""Plain-language findings computed from a comparison's numbers.
+
+Every sentence here is backed by a number in the comparison table or a run's diagnostics, and a
+difference is only called a difference when it is larger than the Monte-Carlo noise of the engine
+that produced it (estimated from its effective sample size) and larger than a fixed tolerance.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+MEAN_TOL = 0.1  # posterior sd: smaller mean errors are never reported as errors
+SD_TOL = 0.10  # relative: smaller sd errors are never reported as errors
+NOISE_Z = 3.0  # a difference must exceed this many Monte-Carlo standard errors
+POINT_SD = 1e-12  # an sd at or below this is a point estimate
+LEVELS = ("good", "info", "warn", "bad")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One sentence about one engine (``engine`` None: about the model)."""
+
+    engine: str | None
+    topic: str  # failed | accuracy | point | evidence | mcmc | svi | reference
+    level: str  # good | info | warn | bad
+    text: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def table_engines(table: pd.DataFrame) -> list[str]:
+    """Engines of a comparison table, in column order."""
+    seen: list[str] = []
+    for source in table.columns.get_level_values(0):
+        if source != "truth" and source not in seen:
+            seen.append(source)
+    return seen
+
+
+def worst_std_err(table: pd.DataFrame, engine: str) -> float | None:
+    """Largest finite standardised error of ``engine`` over the table's rows (None if none)."""
+    if (engine, "std_err") not in table.columns:
+        return None
+    vals = pd.to_numeric(table[(engine, "std_err")], errors="coerce").to_numpy(dtype=float)
+    vals = vals[np.isfinite(vals)]
+    return float(vals.max()) if vals.size else None
+
+
+def row_site(row: str) -> str:
+    return str(row).split("[", 1)[0]
+
+
+def _finite(x: Any) -> bool:
+    try:
+        return x is not None and math.isfinite(float(x))
+    except (TypeError, ValueError):
+        return False
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.4g}".replace("-", "\u2212")
+
+
+def _signed(x: float, digits: int = 4) -> str:
+    return f"{x:.{digits}f}".replace("-", "\u2212")
+
+
+def _listing(items: Sequence[str], limit: int = 3) -> str:
+    items = list(items)
+    if len(items) > limit:
+        return ", ".join(items[:limit]) + f" and {len(items) - limit} more"
+    if len(items) <= 2:
+        return " and ".join(items)
+    return ", ".join(items[:-1]) + f" and {items[-1]}"
+
+
+def n_eff(run: Any, row: str) -> float:
+    """Effective number of draws behind a run's summary row: bulk ESS where the run has one,
+    else its number of draws, else infinity (exact numbers: no Monte-Carlo noise)."""
+    if run is None:
+        return math.inf
+    summary = getattr(run, "summary", None)
+    if summary is not None and "ess_bulk" in getattr(summary, "columns", ()):
+        if row in summary.index and _finite(summary.loc[row, "ess_bulk"]):
+            return max(float(summary.loc[row, "ess_bulk"]), 1.0)
+    idata = getattr(run, "idata", None)
+    post = getattr(idata, "posterior", None)
+    if post is not None:
+        sizes = post.sizes
+        return float(sizes.get("chain", 1) * sizes.get("draw", 1))
+    return math.inf
+
+
+def _ok(run: Any) -> bool:
+    return run is None or getattr(run, "status", "ok") == "ok"
+
+
+def _reference_engine(runs: Mapping[str, Any]) -> str | None:
+    """With no ground truth: the converged MCMC run with most effective draws, if any."""
+    best, best_ess = None, -1.0
+    for name, run in runs.items():
+        d = run.diagnostics if _ok(run) else {}
+        rhat, ess = d.get("max_r_hat"), d.get("min_ess_bulk")
+        if _finite(rhat) and float(rhat) < 1.05 and _finite(ess) and float(ess) > best_ess:
+            best, best_ess = name, float(ess)
+    return best
+
+
+def findings(
+    table: pd.DataFrame,
+    *,
+    runs: Mapping[str, Any] | None = None,
+    truth: Any = None,
+    discrete: Collection[str] = (),
+    truth_label: str = "the exact posterior",
+) -> list[Finding]:
+    """Findings for one comparison.
+
+    ``table`` is ``Comparison.table`` (rows: parameters; columns ``(truth|engine, mean|sd|...)``).
+    ``runs`` (engine -> Run) adds failures, evidence, MCMC and SVI diagnostics and Monte-Carlo
+    noise levels; ``truth`` (a GroundTruth) adds the exact log evidence. ``discrete`` names
+    discrete sites: their sd follows from their mean, so only means are judged. With no truth in
+    the table, a converged MCMC run (if any) serves as the reference.
+    """
+    runs = dict(runs or {})
+    out: list[Finding] = []
+    has_truth = ("truth", "mean") in table.columns and bool(
+        np.isfinite(pd.to_numeric(table[("truth", "mean")], errors="coerce")).any()
+    )
+    ref_name = None
+    if not has_truth and runs:
+        ref_name = _reference_engine(runs)
+        if ref_name is not None:
+            table = _with_reference(table, ref_name)
+            d = runs[ref_name].diagnostics
+            truth_label = f"{ref_name}'s draws"
+            out.append(
+                Finding(
+                    None,
+                    "reference",
+                    "info",
+                    f"No exact posterior is known for this model: accuracy is measured against "
+                    f"{ref_name} (max R-hat {float(d['max_r_hat']):.3f}, "
+                    f"min bulk ESS {float(d['min_ess_bulk']):.0f}).",
+                )
+            )
+    for engine in table_engines(table):
+        run = runs.get(engine)
+        if not _ok(run):
+            out.append(Finding(engine, "failed", "bad", f"{engine} failed: {run.error}"))
+            continue
+        if (has_truth or ref_name is not None) and engine != ref_name:
+            ref_run = runs.get(ref_name) if ref_name else None
+            out += _accuracy(table, engine, run, ref_run, discrete, truth_label)
+        if run is not None:
+            out += _evidence(engine, run, truth)
+            out += _sampler(engine, run)
+    return out
+
+
+def _with_reference(table: pd.DataFrame, ref: str) -> pd.DataFrame:
+    """The table with ``ref``'s mean and sd as the truth and std_err recomputed."""
+    t = table.copy()
+    t[("truth", "mean")] = t[(ref, "mean")]
+    t[("truth", "sd")] = t[(ref, "sd")]
+    for e in table_engines(t):
+        with np.errstate(invalid="ignore", divide="ignore"):
+            t[(e, "std_err")] = (t[(e, "mean")] - t[("truth", "mean")]).abs() / t[("truth", "sd")]
+    return t
+
+
+def _accuracy(
+    table: pd.DataFrame,
+    engine: str,
+    run: Any,
+    ref_run: Any,
+    discrete: Collection[str],
+    label: str,
+) -> list[Finding]:
+    if (engine, "mean") not in table.columns:
+        return []
+    rows = []
+    for row in table.index:
+        t_mean, t_sd = table.loc[row, ("truth", "mean")], table.loc[row, ("truth", "sd")]
+        mean, sd = table.loc[row, (engine, "mean")], table.loc[row, (engine, "sd")]
+        if not (_finite(t_mean) and _finite(t_sd) and float(t_sd) > 0 and _finite(mean)):
+            continue
+        n = n_eff(run, row)
+        if ref_run is not None:  # both sides are noisy
+            n = 1.0 / (1.0 / n + 1.0 / n_eff(ref_run, row))
+        rows.append((str(row), float(mean), float(sd), float(t_mean), float(t_sd), n))
+    if not rows:
+        return []
+    out: list[Finding] = []
+    point = [
+        r for r in rows if _finite(r[2]) and r[2] <= POINT_SD and row_site(r[0]) not in discrete
+    ]
+    if point:
+        errs = [abs(r[1] - r[3]) / r[4] for r in point]
+        if len(errs) == 1:
+            where = f"{errs[0]:.2f} posterior sd from the posterior mean"
+        else:
+            where = f"{min(errs):.2f}\u2013{max(errs):.2f} posterior sd from the posterior means"
+        out.append(
+            Finding(
+                engine,
+                "point",
+                "info",
+                f"{engine} gives point estimates (sd 0) for {_listing([r[0] for r in point])}, "
+                f"{where}: it says nothing about their posterior uncertainty.",
+            )
+        )
+    point_rows = {r[0] for r in point}
+    spread = [r for r in rows if r[0] not in point_rows]
+    if not spread:
+        return out
+
+    # means: |mean - truth| / truth_sd against max(MEAN_TOL, NOISE_Z / sqrt(n_eff))
+    errs = [(abs(m - tm) / ts, r, m, tm, n) for r, m, _, tm, ts, n in spread]
+    bad_mean = sorted(
+        (e for e in errs if e[0] > max(MEAN_TOL, NOISE_Z / math.sqrt(e[4]))), reverse=True
+    )
+    worst = max(e[0] for e in errs)
+    where = f"for {spread[0][0]}" if len(spread) == 1 else f"for all {len(spread)} parameters"
+    if bad_mean:
+        err, row, m, tm, _ = bad_mean[0]
+        more = len(bad_mean) - 1
+        text = (
+            f"{engine}'s posterior mean of {row} is {err:.2f} posterior sd from {label} "
+            f"({_fmt(m)} vs {_fmt(tm)})"
+        )
+        if more:
+            text += f"; {more} more parameter{'s' if more > 1 else ''} also off by more than noise"
+        out.append(Finding(engine, "accuracy", "bad" if err >= 1 else "warn", text + "."))
+
+    # sds: sd / truth_sd - 1 against max(SD_TOL, NOISE_Z * sqrt(1 / (2 n_eff)))
+    cont = [r for r in spread if row_site(r[0]) not in discrete and _finite(r[2])]
+    ratios = [(r[2] / r[4] - 1.0, r[0], r[5], r[2], r[4]) for r in cont]
+    sig = [x for x in ratios if abs(x[0]) > max(SD_TOL, NOISE_Z * math.sqrt(0.5 / x[2]))]
+    for word, pick in (("under", lambda x: x[0] < 0), ("over", lambda x: x[0] > 0)):
+        chosen = sorted((x for x in sig if pick(x)), key=lambda x: -abs(x[0]))
+        if chosen:
+            parts = [
+                f"sd({row}) by {abs(ratio) * 100:.0f}% ({_fmt(sd)} vs {_fmt(t_sd)})"
+                for ratio, row, _, sd, t_sd in chosen
+            ]
+            level = "bad" if abs(chosen[0][0]) >= 0.3 else "warn"
+            out.append(
+                Finding(
+                    engine,
+                    "accuracy",
+                    level,
+                    f"{engine} {word}-estimates {_listing(parts)} against {label}.",
+                )
+            )
+    if bad_mean and (sig or not cont):
+        return out
+    worst_sd = max((abs(x[0]) for x in ratios), default=0.0)
+    mean_txt = f"means within {worst:.2f} posterior sd {where}"
+    sd_where = where if len(cont) == len(spread) else f"for {_listing([r[0] for r in cont])}"
+    pct = f"{worst_sd * 100:.0f}%" if worst_sd >= 0.005 else "1%"
+    sd_txt = f"sds within {pct} {sd_where}"
+    if not bad_mean and cont and not sig:
+        if len(cont) == len(spread):
+            text = (
+                f"{engine} agrees with {label} {where}: means within {worst:.2f} posterior sd, "
+                f"sds within {pct}"
+            )
+        else:
+            text = f"{engine} agrees with {label}: {mean_txt}, {sd_txt}"
+    elif not bad_mean:
+        text = f"{engine}'s posterior means are within {worst:.2f} posterior sd of {label} {where}"
+    else:
+        text = f"{engine}'s sds are within {pct} of {label} {sd_where}"
+    out.append(Finding(engine, "accuracy", "good", text + "."))
+    return out
+
+
+def _evidence(engine: str, run: Any, truth: Any) -> list[Finding]:
+    le = getattr(run, "log_evidence", None)
+    if not _finite(le):
+        return []
+    le = float(le)
+    d = run.diagnostics
+    exact = getattr(truth, "log_evidence", None)
+    exact = float(exact) if _finite(exact) else None
+    vs = f" (exact log evidence {_signed(exact)})" if exact is not None else ""
+    if d.get("conditional_on"):
+        sites = _listing(list(d["conditional_on"]), limit=6)
+        source = str(d.get("params_source", ""))
+        if "log_likelihood" in d:
+            how = f"is the log likelihood at its point estimate of {sites}"
+        elif "MAP" in source:
+            how = f"is conditional on {sites} held at their MAP"
+        elif source == "given":
+            how = f"is conditional on {sites} held at the given values"
+        else:
+            how = f"is conditional on {sites} held fixed"
+        text = f"{engine}'s log evidence {_signed(le)} {how}, not integrated over them{vs}."
+        return [Finding(engine, "evidence", "info", text)]
+    if "final_elbo" in d:  # a variational lower bound
+        if exact is None:
+            text = f"{engine}'s ELBO {_signed(le)} is a lower bound on the log evidence"
+            level = "info"
+        elif le <= exact:
+            text = (
+                f"{engine}'s ELBO {_signed(le)} is {exact - le:.4f} nats below the exact "
+                f"log evidence {_signed(exact)}"
+            )
+            level = "info"
+        else:
+            text = (
+                f"{engine}'s ELBO estimate {_signed(le)} lies {le - exact:.4f} nats above the "
+                f"exact log evidence {_signed(exact)}, which a lower bound cannot: the estimate "
+                f"is noisy"
+            )
+            level = "warn"
+        is_le = d.get("is_log_evidence")
+        if _finite(is_le):
+            text += f"; importance sampling with the guide estimates {_signed(float(is_le))}"
+            if exact is not None:
+                text += f" ({_signed(float(is_le) - exact)} from exact)"
+        return [Finding(engine, "evidence", level, text + ".")]
+    if exact is None:
+        return [Finding(engine, "evidence", "info", f"{engine}'s log evidence is {_signed(le)}.")]
+    diff = le - exact
+    if abs(diff) <= 1e-4 * max(1.0, abs(exact)):
+        return [
+            Finding(
+                engine,
+                "evidence",
+                "good",
+                f"{engine}'s log evidence {_signed(le)} matches the exact value.",
+            )
+        ]
+    level = "warn" if abs(diff) > 0.1 else "info"
+    text = f"{engine}'s log evidence {_signed(le)} differs from the exact {_signed(exact)} by "
+    return [Finding(engine, "evidence", level, text + f"{_signed(diff)}.")]
+
+
+def _sampler(engine: str, run: Any) -> list[Finding]:
+    d = run.diagnostics
+    out: list[Finding] = []
+    if _finite(d.get("max_r_hat")):
+        rhat = float(d["max_r_hat"])
+        div = int(d.get("divergences") or 0)
+        parts = [f"max R-hat {rhat:.3f}", f"{div} divergence{'' if div == 1 else 's'}"]
+        ess = d.get("min_ess_bulk")
+        wall = d.get("wall_time_s")
+        if _finite(ess):
+            per_s = f" ({float(ess) / float(wall):.1f}/s)" if _finite(wall) and wall > 0 else ""
+            parts.append(f"min bulk ESS {float(ess):.0f}{per_s}")
+        notes = []
+        if rhat > 1.01:
+            notes.append("R-hat above 1.01: the chains disagree, run longer")
+        if div:
+            notes.append("divergent transitions: the sampler may miss part of the posterior")
+        level = "bad" if rhat > 1.1 else "warn" if notes else "good"
+        text = f"{engine}: " + ", ".join(parts) + (" \u2014 " + "; ".join(notes) if notes else "")
+        out.append(Finding(engine, "mcmc", level, text + "."))
+    k = d.get("pareto_k")
+    if _finite(k):
+        k = float(k)
+        if k <= 0.5:
+            level, what = "good", "the guide is a reliable importance proposal for the posterior"
+        elif k <= 0.7:
+            level, what = "info", "importance weights are usable but converge slowly"
+        else:
+            level, what = "warn", "the guide misses part of the posterior (weights unreliable)"
+        text = f"{engine}: Pareto k\u0302 {_signed(k, 2)} \u2014 {what}."
+        out.append(Finding(engine, "svi", level, text))
+    return out

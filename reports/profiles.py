@@ -1,0 +1,79 @@
+"""Report profiles: how much work each engine does in a report.
+
+A profile maps an engine name to its options. Options an engine does not take are dropped, so a
+profile can name ``num_samples`` for every engine without knowing which reference engines take it.
+A model's own ``engine_options`` (a learning rate that suits its scale, more draws for a hard
+posterior) win over the profile, except counts (steps, draws, warmup), where the larger wins: a
+profile sets a budget, a model can only ask for more.
+
+``quick``  the default: minutes for the whole zoo, enough to see who is right and who is not.
+``full``   publication numbers: longer SVI, 1000 + 1000 NUTS/HMC draws on 4 chains.
+``smoke``  tiny runs for tests and CI: checks that every page renders; the numbers mean little.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from inference import ZooError
+
+PROFILES: dict[str, dict[str, dict[str, Any]]] = {
+    "quick": {
+        "svi": {"num_steps": 1000, "num_samples": 500, "jit": True},
+        "nuts": {"num_samples": 200, "warmup": 200, "num_chains": 2, "jit": True},
+        "hmc": {"num_samples": 200, "warmup": 200, "num_chains": 2, "jit": True},
+        "enum": {"num_samples": 200},
+    },
+    "full": {
+        "svi": {"num_steps": 3000, "num_samples": 2000, "jit": True},
+        "nuts": {"num_samples": 1000, "warmup": 1000, "num_chains": 4, "jit": True},
+        "hmc": {"num_samples": 1000, "warmup": 1000, "num_chains": 4, "jit": True},
+        "enum": {"num_samples": 1000},
+    },
+    "smoke": {
+        "svi": {"num_steps": 200, "num_samples": 200},
+        "nuts": {"num_samples": 50, "warmup": 50, "num_chains": 2},
+        "hmc": {"num_samples": 50, "warmup": 50, "num_chains": 2},
+        "enum": {"num_samples": 100},
+        "exact": {"num_samples": 1000},
+    },
+}
+
+# Options where a model's own default beats the profile only when it asks for more.
+COUNT_OPTIONS = frozenset({"num_steps", "num_samples", "warmup", "num_chains", "map_steps"})
+
+
+def check_profile(profile: Any) -> dict[str, dict[str, Any]]:
+    """The profile's engine options; an unknown profile is a :class:`ZooError` naming the valid
+    ones."""
+    if not isinstance(profile, str) or profile not in PROFILES:
+        raise ZooError(f"unknown report profile {profile!r}; valid profiles: {', '.join(PROFILES)}")
+    return PROFILES[profile]
+
+
+def engine_options(
+    profile: str,
+    engine: str,
+    accepted: Mapping[str, Any],
+    model_defaults: Mapping[str, Any] | None = None,
+    override: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Options for one engine of one model under ``profile``.
+
+    ``accepted`` are the options the engine takes (its defaults); profile options outside it are
+    dropped. ``model_defaults`` are the model's ``engine_options[engine]``; ``override`` (the
+    caller's) wins over everything and is not filtered, so a typo there is an error downstream.
+    """
+    opts = {k: v for k, v in check_profile(profile).get(engine, {}).items() if k in accepted}
+    for key, value in (model_defaults or {}).items():
+        if key in opts and key in COUNT_OPTIONS and _is_int(value) and _is_int(opts[key]):
+            opts[key] = max(opts[key], value)
+        elif key in opts:
+            opts[key] = value
+    opts.update(override or {})
+    return opts
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)

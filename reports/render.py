@@ -1,0 +1,472 @@
+"""Rendering: one Jinja2 environment for every page (HTML autoescaped, Markdown not), and the
+machine-readable JSON/CSV beside them.
+
+:func:`model_context` turns a :class:`zoo.api.Comparison` into plain data; the templates, the
+JSON and the CSV are all written from that data, so the numbers agree everywhere.
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import json
+import math
+import platform
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+import jinja2
+import numpy as np
+import pandas as pd
+
+from .figures import FigureImage, model_figures
+from .findings import findings, row_site, table_engines, worst_std_err
+
+STD_ERR_GOOD = 0.25  # |mean - truth| / truth_sd below this: green in the tables
+STD_ERR_BAD = 1.0  # at or above this: red
+MAX_TABLE_ROWS = 60  # posterior table rows on a page (all of them are in the CSV and JSON)
+MAX_JSON_DATA_VALUES = 100_000  # a model's data goes into its JSON up to this many numbers
+RUN_COLUMNS = (
+    "status",
+    "wall_time_s",
+    "ess_per_s",
+    "min_ess_bulk",
+    "max_r_hat",
+    "divergences",
+    "final_elbo",
+    "pareto_k",
+    "log_evidence",
+    "worst_std_err",
+    "error",
+)
+
+
+# --------------------------------------------------------------------------- environment
+@functools.lru_cache(maxsize=1)
+def environment() -> jinja2.Environment:
+    """The one renderer: templates from ``reports/templates``; ``*.html.j2`` autoescaped."""
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("reports", "templates"),
+        autoescape=jinja2.select_autoescape(
+            enabled_extensions=("html.j2", "html"),
+            disabled_extensions=("md.j2", "md"),
+            default_for_string=True,
+            default=True,
+        ),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters.update(
+        num=fmt_num, fixed=fmt_fixed, secs=fmt_secs, md=md_cell, err_class=std_err_class
+    )
+    return env
+
+
+def render(template: str, **context: Any) -> str:
+    return environment().get_template(template).render(**context)
+
+
+# --------------------------------------------------------------------------- formatting
+def _finite(x: Any) -> bool:
+    try:
+        return x is not None and not isinstance(x, bool) and math.isfinite(float(x))
+    except (TypeError, ValueError):
+        return False
+
+
+def fmt_num(x: Any, digits: int = 4, empty: str = "\u2014") -> str:
+    """A number for a table cell: ``digits`` significant digits, NaN/None as a dash."""
+    if isinstance(x, (bool, np.bool_)):
+        return str(bool(x))
+    if isinstance(x, (int, np.integer)):
+        return str(int(x))
+    if not _finite(x):
+        return empty
+    x = float(x)
+    if x == 0:
+        return "0"
+    if 1e-3 <= abs(x) < 1e6:
+        decimals = max(0, digits - 1 - int(math.floor(math.log10(abs(x)))))
+        return f"{x:.{decimals}f}"
+    return f"{x:.{digits - 1}e}"
+
+
+def fmt_fixed(x: Any, decimals: int = 2) -> str:
+    """A number with fixed decimals (standardised errors: ``0.00``, ``0.33``, ``12.40``)."""
+    if not _finite(x):
+        return "\u2014"
+    return f"{float(x):.{decimals}f}"
+
+
+def fmt_secs(x: Any) -> str:
+    if not _finite(x):
+        return "\u2014"
+    x = float(x)
+    return f"{x:.3f}" if x < 1 else f"{x:.2f}" if x < 100 else f"{x:.0f}"
+
+
+def md_cell(x: Any) -> str:
+    """Text safe inside a Markdown table cell."""
+    return str(x).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
+def std_err_class(x: Any) -> str:
+    if not _finite(x):
+        return ""
+    return "good" if x < STD_ERR_GOOD else "warn" if x < STD_ERR_BAD else "bad"
+
+
+def jsonable(obj: Any) -> Any:
+    """Plain JSON data: numpy/torch to Python, NaN and inf to None, unknown objects to str."""
+    if obj is None or isinstance(obj, (bool, str, int)):
+        return obj
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, np.generic):
+        return jsonable(obj.item())
+    if isinstance(obj, Mapping):
+        return {str(k): jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        return [jsonable(v) for v in obj]
+    if isinstance(obj, np.ndarray):
+        return jsonable(obj.tolist())
+    if hasattr(obj, "detach") and hasattr(obj, "tolist"):  # torch.Tensor
+        return jsonable(obj.detach().cpu().tolist())
+    if isinstance(obj, pd.DataFrame):
+        return jsonable(frame_records(obj))
+    return str(obj)
+
+
+def dumps(obj: Any) -> str:
+    return json.dumps(jsonable(obj), indent=2, allow_nan=False, ensure_ascii=False) + "\n"
+
+
+def frame_records(frame: pd.DataFrame) -> dict[str, dict[str, Any]]:
+    """``{row: {column: value}}`` of a summary-like frame."""
+    return {str(r): {str(c): frame.loc[r, c] for c in frame.columns} for r in frame.index}
+
+
+def flat_table(table: pd.DataFrame) -> pd.DataFrame:
+    """The comparison table with ``source_stat`` columns and the parameter as a column."""
+    flat = table.copy()
+    flat.columns = [f"{s}_{t}" for s, t in table.columns]
+    return flat.reset_index()
+
+
+def to_csv(frame: pd.DataFrame) -> str:
+    buf = io.StringIO()
+    frame.to_csv(buf, index=False, float_format="%.10g", lineterminator="\n")
+    return buf.getvalue()
+
+
+def now_utc() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")  # noqa: UP017
+
+
+@functools.lru_cache(maxsize=1)
+def versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for pkg in ("pyro-zoo", "pyro-ppl", "torch", "arviz", "numpy"):
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:
+            pass
+    return out
+
+
+# --------------------------------------------------------------------------- model data
+def _short(v: Any) -> str:
+    """A data value as written: ``1``, ``0.7``, ``3.1416``."""
+    if isinstance(v, (bool, np.bool_)) or not _finite(v):
+        return str(v)
+    return f"{float(v):.5g}"
+
+
+def describe_data(data: Mapping[str, Any], preview: int = 8) -> list[dict[str, Any]]:
+    """Keys, types, shapes and a preview of a model's data."""
+    rows = []
+    for key, value in data.items():
+        if hasattr(value, "detach"):
+            value = value.detach().cpu().numpy()
+        if isinstance(value, np.ndarray):
+            flat = value.ravel()
+            shown = ", ".join(_short(v) for v in flat[:preview])
+            if flat.size > preview:
+                shown += ", \u2026"
+            stats = ""
+            if flat.size > preview and value.dtype.kind in "biuf":
+                stats = (
+                    f"{flat.size} values: min {_short(flat.min())}, mean {_short(flat.mean())}, "
+                    f"max {_short(flat.max())}"
+                )
+            shape = ", ".join(map(str, value.shape)) + ("," if value.ndim == 1 else "")
+            rows.append(
+                {
+                    "key": key,
+                    "type": f"array ({value.dtype})",
+                    "shape": f"({shape})",
+                    "preview": f"[{shown}]" if value.ndim else shown,
+                    "stats": stats,
+                }
+            )
+        else:
+            rows.append(
+                {
+                    "key": key,
+                    "type": type(value).__name__,
+                    "shape": "scalar",
+                    "preview": _short(value) if isinstance(value, (int, float)) else str(value),
+                    "stats": "",
+                }
+            )
+    return rows
+
+
+def run_row(engine: str, run: Any, table: pd.DataFrame, has_truth: bool) -> dict[str, Any]:
+    """One engine's line of the engine table (raw numbers; templates format them)."""
+    d = run.diagnostics
+    wall = d.get("wall_time_s")
+    ess = d.get("min_ess_bulk")
+    acc = d.get("acceptance_rate")
+    if isinstance(acc, (list, tuple)) and acc:
+        acc = float(np.mean(acc))
+    return {
+        "engine": engine,
+        "status": run.status,
+        "ok": run.ok,
+        "error": run.error,
+        "wall_time_s": wall,
+        "ess_per_s": float(ess) / float(wall) if _finite(ess) and _finite(wall) and wall else None,
+        "min_ess_bulk": ess,
+        "max_r_hat": d.get("max_r_hat"),
+        "divergences": d.get("divergences"),
+        "acceptance_rate": acc if _finite(acc) else None,
+        "final_elbo": d.get("final_elbo"),
+        "pareto_k": d.get("pareto_k"),
+        "log_evidence": run.log_evidence,
+        "conditional_on": list(d.get("conditional_on") or []),
+        "worst_std_err": worst_std_err(table, engine) if has_truth and run.ok else None,
+        "options": ", ".join(f"{k}={v}" for k, v in sorted(run.options.items()) if v is not None),
+    }
+
+
+def posterior_rows(table: pd.DataFrame) -> list[dict[str, Any]]:
+    """The comparison table as rows of ``{"parameter", "truth": (mean, sd), engine: (...)}``."""
+    engines = table_engines(table)
+    rows = []
+    for row in table.index:
+        cells = {}
+        for e in engines:
+            cells[e] = {
+                s: table.loc[row, (e, s)] if (e, s) in table.columns else None
+                for s in ("mean", "sd", "std_err")
+            }
+        rows.append(
+            {
+                "parameter": str(row),
+                "truth": {s: table.loc[row, ("truth", s)] for s in ("mean", "sd")},
+                "engines": cells,
+            }
+        )
+    return rows
+
+
+def model_context(
+    cmp: Any,
+    *,
+    profile: str = "quick",
+    seed: int = 0,
+    figures: bool = True,
+    generated: str | None = None,
+    warnings_seen: Sequence[str] = (),
+) -> dict[str, Any]:
+    """Everything a model page shows, as plain data. ``warnings_seen``: warnings raised while
+    the engines ran (listed on the page, not printed)."""
+    entry, table, truth = cmp.entry, cmp.table, cmp.truth
+    has_truth = truth is not None and bool(truth.mean)
+    try:
+        discrete = tuple(entry.structure.discrete)
+    except Exception:  # noqa: BLE001 - only used to word the findings
+        discrete = ()
+    label = "the exact posterior"
+    if truth is not None and not str(truth.source).lower().startswith(("closed form", "exact")):
+        label = "the reference posterior"
+    found = findings(table, runs=cmp.runs, truth=truth, discrete=discrete, truth_label=label)
+    engines = list(cmp.runs)
+    figs: list[FigureImage] = model_figures(cmp) if figures else []
+    compared = list(entry.compared_params())
+    rows = posterior_rows(table)
+    return {
+        "name": entry.name,
+        "description": entry.description,
+        "doc": entry.doc.strip(),
+        "seed_ref": entry.seed_ref,
+        "profile": profile,
+        "seed": seed,
+        "generated": generated or now_utc(),
+        "versions": versions(),
+        "engines": engines,
+        "applicable": list(entry.engines),
+        "compared_params": compared,
+        "discrete_sites": [s for s in discrete if s in compared],
+        "data": describe_data(cmp.data),
+        "truth": None
+        if truth is None
+        else {
+            "source": truth.source,
+            "log_evidence": truth.log_evidence,
+            "mean": dict(truth.mean),
+            "sd": dict(truth.sd),
+        },
+        "has_truth": has_truth,
+        "runs": [run_row(e, r, table, has_truth) for e, r in cmp.runs.items()],
+        "posterior": rows[:MAX_TABLE_ROWS],
+        "posterior_total": len(rows),
+        "findings": [f.to_dict() for f in found],
+        "figures": figs,
+        "std_err_good": STD_ERR_GOOD,
+        "std_err_bad": STD_ERR_BAD,
+        "warnings": list(warnings_seen),
+    }
+
+
+def _as_array(v: Any) -> Any:
+    return v.detach().cpu().numpy() if hasattr(v, "detach") else v
+
+
+def model_json(cmp: Any, ctx: Mapping[str, Any]) -> dict[str, Any]:
+    """The machine-readable page: every number of the page and every run's diagnostics."""
+    runs = {}
+    for engine, run in cmp.runs.items():
+        runs[engine] = {
+            "status": run.status,
+            "error": run.error,
+            "options": run.options,
+            "seed": run.seed,
+            "log_evidence": run.log_evidence,
+            "diagnostics": run.diagnostics,
+            "summary": frame_records(run.summary) if run.ok else {},
+        }
+    keys = ("name", "description", "seed_ref", "doc", "profile", "seed", "generated", "versions")
+    out = {("model" if k == "name" else k): ctx[k] for k in keys}
+    out.update(
+        data=ctx["data"],
+        data_values={
+            k: v for k, v in cmp.data.items() if np.size(_as_array(v)) <= MAX_JSON_DATA_VALUES
+        },
+        truth=ctx["truth"],
+        runs=runs,
+        table=flat_table(cmp.table).to_dict(orient="records"),
+        findings=ctx["findings"],
+        warnings=ctx["warnings"],
+    )
+    return out
+
+
+def model_summary(ctx: Mapping[str, Any]) -> dict[str, Any]:
+    """A model's line of the zoo index (also stored in ``results.json``)."""
+    return {
+        "name": ctx["name"],
+        "description": ctx["description"],
+        "seed_ref": ctx["seed_ref"],
+        "page": f"{ctx['name']}.html",
+        "profile": ctx["profile"],
+        "seed": ctx["seed"],
+        "generated": ctx["generated"],
+        "truth": ctx["truth"]["source"] if ctx["truth"] else None,
+        "applicable": ctx["applicable"],
+        "engines": {r["engine"]: {k: r.get(k) for k in RUN_COLUMNS} for r in ctx["runs"]},
+    }
+
+
+def render_model_page(
+    cmp: Any,
+    *,
+    profile: str = "quick",
+    seed: int = 0,
+    generated: str | None = None,
+    warnings_seen: Sequence[str] = (),
+) -> dict[str, str]:
+    """A model's page and the files beside it: ``{filename: text}`` for ``NAME.html``,
+    ``NAME.md``, ``NAME.json`` (every number, diagnostics, findings) and ``NAME.csv`` (the
+    comparison table). Also returns the index line under the key ``"summary"`` as JSON."""
+    ctx = model_context(
+        cmp, profile=profile, seed=seed, generated=generated, warnings_seen=warnings_seen
+    )
+    name = ctx["name"]
+    return {
+        f"{name}.html": render("model.html.j2", **ctx),
+        f"{name}.md": render("model.md.j2", **ctx),
+        f"{name}.json": dumps(model_json(cmp, ctx)),
+        f"{name}.csv": to_csv(flat_table(cmp.table)),
+        "summary": dumps(model_summary(ctx)),
+    }
+
+
+# --------------------------------------------------------------------------- the index
+def index_engines(models: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Index columns: every engine run or applicable, in the models' order."""
+    seen: list[str] = []
+    for m in models:
+        for e in [*m.get("applicable", ()), *m["engines"]]:
+            if e not in seen:
+                seen.append(e)
+    return seen
+
+
+def render_index(
+    models: Sequence[Mapping[str, Any]],
+    *,
+    profile: str = "quick",
+    seed: int = 0,
+    generated: str | None = None,
+) -> dict[str, str]:
+    """The zoo index: ``index.html``, ``index.md``, ``results.json`` and ``results.csv`` from
+    the models' summaries (:func:`model_summary`)."""
+    models = sorted(models, key=lambda m: m["name"])
+    engines = index_engines(models)
+    ctx = {
+        "models": models,
+        "engines": engines,
+        "profile": profile,
+        "seed": seed,
+        "generated": generated or now_utc(),
+        "versions": versions(),
+        "std_err_good": STD_ERR_GOOD,
+        "std_err_bad": STD_ERR_BAD,
+    }
+    results = {
+        "profile": profile,
+        "seed": seed,
+        "generated": ctx["generated"],
+        "versions": ctx["versions"],
+        "models": {m["name"]: m for m in models},
+    }
+    lines = [
+        {"model": m["name"], "engine": e, **{k: cell.get(k) for k in RUN_COLUMNS}}
+        for m in models
+        for e, cell in m["engines"].items()
+    ]
+    frame = pd.DataFrame(lines, columns=["model", "engine", *RUN_COLUMNS])
+    return {
+        "index.html": render("index.html.j2", **ctx),
+        "index.md": render("index.md.j2", **ctx),
+        "results.json": dumps(results),
+        "results.csv": to_csv(frame),
+    }
+
+
+__all__ = [
+    "environment",
+    "fmt_num",
+    "jsonable",
+    "model_context",
+    "model_summary",
+    "render_index",
+    "render_model_page",
+    "row_site",
+]
