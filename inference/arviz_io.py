@@ -6,8 +6,10 @@ else in the project calls ArviZ's constructors, so a move to ArviZ 1.x stays loc
 
 from __future__ import annotations
 
+import logging
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 with warnings.catch_warnings():  # ArviZ 0.2x announces its 1.x refactor on import
@@ -18,6 +20,21 @@ import pandas as pd
 import torch
 
 from .results import Run
+
+
+@contextmanager
+def _quiet() -> Iterator[None]:
+    """Silence ArviZ's logged warnings and numpy's for degenerate inputs that we report as NaN
+    (R-hat of one chain, sd of a one-draw point estimate)."""
+    log = logging.getLogger("arviz")
+    level = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            yield
+    finally:
+        log.setLevel(level)
 
 
 def _to_numpy(value: Any) -> np.ndarray:
@@ -55,8 +72,7 @@ def _is_array_like(v: Any) -> bool:
 def summarize(idata: az.InferenceData, *, mcmc: bool) -> pd.DataFrame:
     """arviz.summary: mean/sd/HDI, plus R-hat and ESS for MCMC runs (several chains)."""
     kind = "all" if mcmc else "stats"
-    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # sd of a one-draw point estimate
+    with _quiet():
         table = az.summary(idata, kind=kind, round_to="none")
     return table
 
@@ -156,8 +172,9 @@ def point_run(
 
 
 def mcmc_convergence(idata: az.InferenceData) -> dict[str, float]:
-    """max R-hat and min bulk ESS over every scalar of the posterior."""
-    with np.errstate(invalid="ignore", divide="ignore"):
+    """max R-hat and min bulk ESS over every scalar of the posterior (R-hat is NaN, and ArviZ's
+    warning about it is silenced, for a single chain)."""
+    with _quiet():
         rhat = az.rhat(idata)
         ess = az.ess(idata, method="bulk")
     rhats = np.concatenate([np.ravel(rhat[v].values) for v in rhat.data_vars] or [np.array([])])
@@ -170,6 +187,6 @@ def mcmc_convergence(idata: az.InferenceData) -> dict[str, float]:
 
 def psis_pareto_k(log_weights: np.ndarray) -> float:
     """Pareto k-hat of importance weights (PSIS; Vehtari et al.): > 0.7 means unreliable."""
-    with np.errstate(invalid="ignore", divide="ignore"):
+    with _quiet():
         _, k = az.psislw(np.asarray(log_weights, dtype=float))
     return float(k)
