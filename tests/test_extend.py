@@ -167,3 +167,19 @@ def test_entry_point_discovery(tmp_path, monkeypatch):
     monkeypatch.delitem(sys.modules, "zoo_plugin_demo", raising=False)
     assert "plugin_demo" in zoo.list_models()
     assert zoo.get_model("plugin_demo").engines == ("svi", "nuts", "hmc")
+
+
+def test_a_broken_plugin_warns_and_the_zoo_still_loads(tmp_path, monkeypatch):
+    info = tmp_path / "zoo_broken_demo-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: zoo-broken-demo\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[pyro_zoo.models]\nbroken = no_such_module_xyz\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from zoo import registry
+
+    zoo.list_models()  # the built-in models are registered once, at first use
+    monkeypatch.setattr(registry, "_discovered", False)
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+    with pytest.warns(RuntimeWarning, match="could not load pyro_zoo.models entry point 'broken'"):
+        names = zoo.list_models()
+    assert "three_coin" in names

@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import inspect
 import threading
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
@@ -339,7 +340,16 @@ def _discover() -> None:
         import zoo.models  # noqa: F401  (registers the built-in models)
 
         for ep in entry_points(group=ENTRY_POINT_GROUP):
-            obj = ep.load()
+            try:
+                obj = ep.load()
+            except Exception as e:  # noqa: BLE001 - a broken plugin must not break the zoo
+                warnings.warn(
+                    f"could not load {ENTRY_POINT_GROUP} entry point {ep.name!r} ({ep.value}): "
+                    f"{type(e).__name__}: {e}",
+                    RuntimeWarning,
+                    stacklevel=3,
+                )
+                continue
             if isinstance(obj, ModelEntry) and obj.name not in _REGISTRY:
                 _add(obj)
             elif callable(obj) and not isinstance(obj, type):
