@@ -162,6 +162,7 @@ def test_entry_point_discovery(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
     from zoo import registry
 
+    zoo.list_models()  # the built-in models are registered once, at first use
     monkeypatch.setattr(registry, "_discovered", False)
     monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
     monkeypatch.delitem(sys.modules, "zoo_plugin_demo", raising=False)
