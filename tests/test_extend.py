@@ -139,6 +139,21 @@ def test_function_form_and_duplicates():
         zoo.unregister("foreign_tiny")
 
 
+def install_plugin(tmp_path, monkeypatch, dist_name, entry_point):
+    """A fake installed distribution declaring ``entry_point`` in the group pyro_zoo.models, and
+    a registry that will run discovery again (restored after the test)."""
+    info = tmp_path / f"{dist_name}-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist_name}\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[pyro_zoo.models]\n{entry_point}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from zoo import registry
+
+    zoo.list_models()  # the built-in models are registered once, at first use
+    monkeypatch.setattr(registry, "_discovered", False)
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+
+
 def test_entry_point_discovery(tmp_path, monkeypatch):
     """A package declaring the entry-point group `pyro_zoo.models` has its models found."""
     pkg = tmp_path / "zoo_plugin_demo.py"
@@ -155,32 +170,14 @@ def test_entry_point_discovery(tmp_path, monkeypatch):
         zoo.register("plugin_demo", model=plugin_model, data={"y": torch.ones(2)})
     """)
     )
-    info = tmp_path / "zoo_plugin_demo-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: zoo-plugin-demo\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text("[pyro_zoo.models]\ndemo = zoo_plugin_demo\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    from zoo import registry
-
-    zoo.list_models()  # the built-in models are registered once, at first use
-    monkeypatch.setattr(registry, "_discovered", False)
-    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+    install_plugin(tmp_path, monkeypatch, "zoo_plugin_demo", "demo = zoo_plugin_demo")
     monkeypatch.delitem(sys.modules, "zoo_plugin_demo", raising=False)
     assert "plugin_demo" in zoo.list_models()
     assert zoo.get_model("plugin_demo").engines == ("svi", "nuts", "hmc")
 
 
 def test_a_broken_plugin_warns_and_the_zoo_still_loads(tmp_path, monkeypatch):
-    info = tmp_path / "zoo_broken_demo-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: zoo-broken-demo\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text("[pyro_zoo.models]\nbroken = no_such_module_xyz\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    from zoo import registry
-
-    zoo.list_models()  # the built-in models are registered once, at first use
-    monkeypatch.setattr(registry, "_discovered", False)
-    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
+    install_plugin(tmp_path, monkeypatch, "zoo_broken_demo", "broken = no_such_module_xyz")
     with pytest.warns(RuntimeWarning, match="could not load pyro_zoo.models entry point 'broken'"):
         names = zoo.list_models()
     assert "three_coin" in names
