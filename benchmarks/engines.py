@@ -18,7 +18,7 @@ import pyro
 import torch
 
 import zoo
-from inference.enumeration import _draw_batch, _draw_each
+from inference.enumeration import _draw_batch, _draw_each, batched
 from reports.profiles import PROFILES
 
 warnings.filterwarnings("ignore")
@@ -53,15 +53,15 @@ def ratio_discrete_recovery(name: str = "gaussian_mixture", n: int = 200) -> flo
     entry = zoo.get_model(name)
     data, s = entry.load_data(), entry.structure
     torch.manual_seed(0)
-    conds = []
-    for _ in range(n):
-        tr = pyro.poutine.trace(entry.model).get_trace(**data)
-        conds.append({k: tr.nodes[k]["value"] for k in s.continuous})
+    with torch.no_grad():
+        prior_draws = batched(entry.model, n, -1 - s.max_plate_nesting)
+        prior = pyro.poutine.trace(prior_draws).get_trace(**data)
+    draws = {k: prior.nodes[k]["value"].reshape((n,) + s.shapes[k]) for k in s.continuous}
     t = time.perf_counter()
-    _draw_batch(entry.model, data, conds, s.discrete, s.max_plate_nesting, 1)
+    _draw_batch(entry.model, data, draws, n, s, s.discrete, 1)
     batch = time.perf_counter() - t
     t = time.perf_counter()
-    _draw_each(entry.model, data, conds, s.discrete, s.max_plate_nesting, 1)
+    _draw_each(entry.model, data, draws, n, s, s.discrete, 1)
     loop = time.perf_counter() - t
     return loop / batch
 

@@ -18,6 +18,7 @@ from tqdm.auto import tqdm
 from .arviz_io import exact_moment_rows, make_run, moment_rows
 from .context import EngineContext
 from .results import NumericalFailure, Run, ZooError
+from .structure import ModelStructure
 
 
 def _empty_guide(*args: Any, **kwargs: Any) -> None:
@@ -56,33 +57,40 @@ def log_prob_of(
     return total
 
 
+Draws = Mapping[str, torch.Tensor]
+"""Values of some sites for ``n`` draws: each tensor shaped ``(n, *site_shape)``."""
+
+
 def draw_discrete(
     model: Callable[..., Any],
     data: Mapping[str, Any],
-    conditions: list[dict[str, torch.Tensor]],
-    sites: tuple[str, ...],
-    max_plate_nesting: int,
+    draws: Draws,
+    n: int,
+    structure: ModelStructure,
     *,
+    sites: tuple[str, ...] | None = None,
     temperature: int = 1,
     progress: bool = False,
     desc: str = "infer_discrete",
     batch_size: int = 250,
 ) -> dict[str, np.ndarray]:
-    """For each condition (values of the continuous sites), draw the discrete ``sites`` from their
-    exact conditional posterior (temperature 1) or take their joint MAP (temperature 0).
+    """For each of ``n`` draws of the continuous sites, draw the discrete ``sites`` (default: all)
+    from their exact conditional posterior (temperature 1) or take their joint MAP
+    (temperature 0).
 
-    Conditions are processed in vectorised batches (an outer plate over draws); a model that
-    cannot be vectorised that way is run one condition at a time. Returns arrays shaped
-    ``(len(conditions), *site_shape)``.
+    Draws are processed in vectorised batches (an outer plate over draws); a model that cannot be
+    vectorised that way is run one draw at a time. Returns arrays shaped ``(n, *site_shape)``.
     """
+    sites = structure.discrete if sites is None else sites
     out: dict[str, list[np.ndarray]] = {s: [] for s in sites}
-    starts = range(0, len(conditions), batch_size)
+    starts = range(0, n, batch_size)
     for i in tqdm(starts, desc=desc, disable=not progress or len(starts) < 2, leave=False):
-        chunk = conditions[i : i + batch_size]
+        m = min(batch_size, n - i)
+        chunk = {k: v[i : i + m] for k, v in draws.items()}
         try:
-            drawn = _draw_batch(model, data, chunk, sites, max_plate_nesting, temperature)
+            drawn = _draw_batch(model, data, chunk, m, structure, sites, temperature)
         except (RuntimeError, ValueError, IndexError):
-            drawn = _draw_each(model, data, chunk, sites, max_plate_nesting, temperature)
+            drawn = _draw_each(model, data, chunk, m, structure, sites, temperature)
         for s in sites:
             out[s].append(drawn[s])
     return {s: np.concatenate(v) for s, v in out.items()}
@@ -98,38 +106,33 @@ def batched(model: Callable[..., Any], n: int, dim: int) -> Callable[..., Any]:
     return fn
 
 
-def stack_conditions(
-    model: Callable[..., Any],
-    data: Mapping[str, Any],
-    conditions: list[dict[str, torch.Tensor]],
-    dim: int,
-) -> dict[str, torch.Tensor]:
-    """Stack per-draw site values into the shapes the sites take under :func:`batched`."""
-    n = len(conditions)
+def conditioned_batch(
+    model: Callable[..., Any], data: Mapping[str, Any], draws: Draws, n: int, dim: int
+) -> Callable[..., Any]:
+    """:func:`batched` ``model`` conditioned on ``draws``, each reshaped to the shape its site
+    takes under the plate over draws."""
     with torch.no_grad(), pyro.validation_enabled(False):
         shapes = poutine.trace(batched(model, n, dim)).get_trace(**data)
-    return {
-        k: torch.stack([c[k] for c in conditions]).reshape(shapes.nodes[k]["value"].shape)
-        for k in conditions[0]
-    }
+    values = {k: v.reshape(shapes.nodes[k]["value"].shape) for k, v in draws.items()}
+    return poutine.condition(batched(model, n, dim), data=values)
 
 
 def log_joint_batch(
     model: Callable[..., Any],
     data: Mapping[str, Any],
-    conditions: list[dict[str, torch.Tensor]],
-    max_plate_nesting: int,
+    draws: Draws,
+    n: int,
+    structure: ModelStructure,
 ) -> np.ndarray:
-    """:func:`log_joint` for many conditions at once: log p(data, values_i) with the discrete
-    sites summed out, one number per condition (tensor message passing, as TraceEnum_ELBO does,
-    contracted down to the plate over draws)."""
+    """:func:`log_joint` for ``n`` draws at once: log p(data, draw_i) with the discrete sites
+    summed out, one number per draw (tensor message passing, as TraceEnum_ELBO does, contracted
+    down to the plate over draws)."""
     from pyro.infer.traceenum_elbo import _compute_model_factors
     from pyro.ops.contract import contract_to_tensor
 
-    n, dim = len(conditions), -1 - max_plate_nesting
-    values = stack_conditions(model, data, conditions, dim)
-    conditioned = enumerated(poutine.condition(batched(model, n, dim), data=values))
-    elbo = TraceEnum_ELBO(max_plate_nesting=max_plate_nesting + 1)
+    nesting = structure.max_plate_nesting
+    conditioned = enumerated(conditioned_batch(model, data, draws, n, -1 - nesting))
+    elbo = TraceEnum_ELBO(max_plate_nesting=nesting + 1)
     with torch.no_grad(), warnings.catch_warnings():
         warnings.filterwarnings("ignore", "TraceEnum_ELBO found no sample sites")
         model_trace, guide_trace = next(elbo._get_traces(conditioned, _empty_guide, (), data))
@@ -155,85 +158,63 @@ def pointwise_log_likelihood(
     model: Callable[..., Any],
     data: Mapping[str, Any],
     posterior: Mapping[str, np.ndarray],
-    max_plate_nesting: int,
+    structure: ModelStructure,
 ) -> dict[str, np.ndarray]:
     """log p(y_i | theta) of every observed site for every posterior draw (chain, draw, ...):
     the ``log_likelihood`` group ArviZ's LOO/WAIC read. For models without discrete latents."""
-    first = next(iter(posterior.values()))
-    chains, draws = first.shape[:2]
-    n = chains * draws
-    conditions = [
-        {k: torch.as_tensor(v.reshape((n,) + v.shape[2:])[i]) for k, v in posterior.items()}
-        for i in range(n)
-    ]
-    dim = -1 - max_plate_nesting
-    values = stack_conditions(model, data, conditions, dim)
+    chains, ndraws = next(iter(posterior.values())).shape[:2]
+    n = chains * ndraws
+    draws = {k: torch.as_tensor(v).reshape((n,) + v.shape[2:]) for k, v in posterior.items()}
+    fn = conditioned_batch(model, data, draws, n, -1 - structure.max_plate_nesting)
     with torch.no_grad(), pyro.validation_enabled(False):
-        trace = poutine.trace(poutine.condition(batched(model, n, dim), data=values)).get_trace(
-            **data
-        )
+        trace = poutine.trace(fn).get_trace(**data)
     out = {}
-    for name, site in trace.nodes.items():
-        if site["type"] == "sample" and site["is_observed"] and name not in values:
-            lp = site["fn"].log_prob(site["value"])
-            shape = tuple(site["value"].shape)
-            fits = lp.numel() == n * int(np.prod(shape))
-            out[name] = lp.reshape((chains, draws) + shape if fits else (chains, draws, -1))
+    for name in structure.observed:
+        site = trace.nodes[name]
+        lp = site["fn"].log_prob(site["value"])
+        shape = tuple(site["value"].shape)
+        fits = lp.numel() == n * int(np.prod(shape))
+        out[name] = lp.reshape((chains, ndraws) + shape if fits else (chains, ndraws, -1))
     return {k: v.numpy() for k, v in out.items()}
 
 
 def _draw_batch(
     model: Callable[..., Any],
     data: Mapping[str, Any],
-    conditions: list[dict[str, torch.Tensor]],
+    draws: Draws,
+    n: int,
+    structure: ModelStructure,
     sites: tuple[str, ...],
-    max_plate_nesting: int,
     temperature: int,
 ) -> dict[str, np.ndarray]:
-    """infer_discrete for many conditions at once, under a plate over draws left of the model's."""
-    n, dim = len(conditions), -1 - max_plate_nesting
+    """infer_discrete for ``n`` draws at once, under a plate over draws left of the model's."""
+    dim = -1 - structure.max_plate_nesting
+    sampler = infer_discrete(
+        enumerated(conditioned_batch(model, data, draws, n, dim)),
+        first_available_dim=dim - 1,
+        temperature=temperature,
+    )
     with torch.no_grad(), pyro.validation_enabled(False):
-        shapes = poutine.trace(batched(model, n, dim)).get_trace(**data)
-        values = stack_conditions(model, data, conditions, dim)
-        sampler = infer_discrete(
-            enumerated(poutine.condition(batched(model, n, dim), data=values)),
-            first_available_dim=dim - 1,
-            temperature=temperature,
-        )
         trace = poutine.trace(sampler).get_trace(**data)
-    result = {}
-    for s in sites:
-        value = trace.nodes[s]["value"]
-        single = shapes.nodes[s]["value"].numel() // n
-        result[s] = value.reshape(n, single).numpy()
-    single_shapes = _single_shapes(model, data, conditions[0], sites)
-    return {s: v.reshape((n,) + single_shapes[s]) for s, v in result.items()}
-
-
-def _single_shapes(
-    model: Callable[..., Any],
-    data: Mapping[str, Any],
-    values: Mapping[str, torch.Tensor],
-    sites: tuple[str, ...],
-) -> dict[str, tuple[int, ...]]:
-    with torch.no_grad(), pyro.validation_enabled(False):
-        trace = poutine.trace(poutine.condition(model, data=dict(values))).get_trace(**data)
-    return {s: tuple(trace.nodes[s]["value"].shape) for s in sites}
+    return {s: trace.nodes[s]["value"].reshape((n,) + structure.shapes[s]).numpy() for s in sites}
 
 
 def _draw_each(
     model: Callable[..., Any],
     data: Mapping[str, Any],
-    conditions: list[dict[str, torch.Tensor]],
+    draws: Draws,
+    n: int,
+    structure: ModelStructure,
     sites: tuple[str, ...],
-    max_plate_nesting: int,
     temperature: int,
 ) -> dict[str, np.ndarray]:
     out: dict[str, list[np.ndarray]] = {s: [] for s in sites}
-    for values in conditions:
-        conditioned = enumerated(poutine.condition(model, data=values))
+    for i in range(n):
+        conditioned = enumerated(poutine.condition(model, data={k: v[i] for k, v in draws.items()}))
         sampler = infer_discrete(
-            conditioned, first_available_dim=-1 - max_plate_nesting, temperature=temperature
+            conditioned,
+            first_available_dim=-1 - structure.max_plate_nesting,
+            temperature=temperature,
         )
         with torch.no_grad():
             trace = poutine.trace(sampler).get_trace(**data)
@@ -314,14 +295,14 @@ def enum_engine(
         raise NumericalFailure(f"log evidence is {log_evidence}")
     marginals = discrete_marginals(ctx.model, ctx.data, fixed, s.max_plate_nesting)
     map_values = draw_discrete(
-        ctx.model, ctx.data, [fixed], s.discrete, s.max_plate_nesting, temperature=0
+        ctx.model, ctx.data, {k: v[None] for k, v in fixed.items()}, 1, s, temperature=0
     )
     draws = draw_discrete(
         ctx.model,
         ctx.data,
-        [fixed] * num_samples,
-        s.discrete,
-        s.max_plate_nesting,
+        {k: v.expand((num_samples,) + v.shape) for k, v in fixed.items()},
+        num_samples,
+        s,
         progress=ctx.progress,
         desc=f"{ctx.name} enum draws",
     )

@@ -78,28 +78,13 @@ def mcmc_engine(
         raise NumericalFailure("every transition diverged")
     posterior = {n: np.stack([ch[n].numpy() for ch in chains]) for n in chains[0]}
     if s.discrete:
-        conditions = [
-            {n: chains[c][n][i] for n in chains[c]}
-            for c in range(num_chains)
-            for i in range(num_samples)
-        ]
-        recovered = draw_discrete(
-            ctx.model,
-            ctx.data,
-            conditions,
-            s.discrete,
-            s.max_plate_nesting,
-            progress=ctx.progress,
-            desc="infer_discrete",
-        )
+        n = num_chains * num_samples
+        draws = {k: torch.as_tensor(v).reshape((n,) + v.shape[2:]) for k, v in posterior.items()}
+        recovered = draw_discrete(ctx.model, ctx.data, draws, n, s, progress=ctx.progress)
         posterior.update(
-            {n: v.reshape((num_chains, num_samples) + v.shape[1:]) for n, v in recovered.items()}
+            {k: v.reshape((num_chains, num_samples) + v.shape[1:]) for k, v in recovered.items()}
         )
-    log_lik = (
-        None
-        if s.discrete
-        else pointwise_log_likelihood(ctx.model, ctx.data, posterior, s.max_plate_nesting)
-    )
+    log_lik = None if s.discrete else pointwise_log_likelihood(ctx.model, ctx.data, posterior, s)
     run = make_run(
         kernel,
         posterior,

@@ -165,16 +165,14 @@ def guide_draws(
     except (RuntimeError, ValueError, IndexError, NotImplementedError):
         posterior, log_w = _guide_draws_loop(ctx, guide, num_samples)
     if enumerate_sites:
-        s = ctx.structure
-        conditions = [
-            {n: torch.as_tensor(v[0, i]) for n, v in posterior.items()} for i in range(num_samples)
-        ]
+        draws = {n: torch.as_tensor(v[0]) for n, v in posterior.items()}
         recovered = draw_discrete(
             ctx.model,
             ctx.data,
-            conditions,
-            enumerate_sites,
-            s.max_plate_nesting,
+            draws,
+            num_samples,
+            ctx.structure,
+            sites=enumerate_sites,
             progress=ctx.progress,
         )
         posterior.update({n: v[None] for n, v in recovered.items()})
@@ -190,7 +188,7 @@ def _guide_draws_batched(
         gtrace = poutine.trace(batched(guide, num_samples, dim)).get_trace(**data)
         gtrace.compute_log_prob()
     log_q = torch.zeros(num_samples, dtype=torch.float64)
-    posterior: dict[str, np.ndarray] = {}
+    draws: dict[str, torch.Tensor] = {}
     for name, site in gtrace.nodes.items():
         if site["type"] != "sample" or name == "_draws":
             continue
@@ -199,13 +197,9 @@ def _guide_draws_batched(
         lp = lp.sum([i for i in range(lp.dim()) if i != keep]) if lp.dim() > 1 else lp
         log_q += lp.reshape(num_samples).double()
         if name in s.latent:
-            value = site["value"].detach().reshape((num_samples,) + s.shapes[name])
-            posterior[name] = value.numpy()[None]
-    conditions = [
-        {n: torch.as_tensor(v[0, i]) for n, v in posterior.items()} for i in range(num_samples)
-    ]
-    log_p = log_joint_batch(ctx.model, data, conditions, s.max_plate_nesting)
-    return posterior, log_p - log_q.numpy()
+            draws[name] = site["value"].detach().reshape((num_samples,) + s.shapes[name])
+    log_p = log_joint_batch(ctx.model, data, draws, num_samples, s)
+    return {n: v.numpy()[None] for n, v in draws.items()}, log_p - log_q.numpy()
 
 
 def _guide_draws_loop(
@@ -295,11 +289,7 @@ def svi_engine(
         if finite.any()
         else float("nan"),
     }
-    log_lik = (
-        None
-        if s.discrete
-        else pointwise_log_likelihood(ctx.model, data, posterior, s.max_plate_nesting)
-    )
+    log_lik = None if s.discrete else pointwise_log_likelihood(ctx.model, data, posterior, s)
     return make_run(
         "svi",
         posterior,

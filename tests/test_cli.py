@@ -40,12 +40,13 @@ def test_run_writes_netcdf_summary_and_diagnostics(tmp_path, capsys):
 
 
 def test_compare(capsys):
-    assert (
-        main(["compare", "beta_bernoulli", "--engines", "exact,svi", "-q", "-o", "num_samples=200"])
-        != 2
-    )
+    argv = ["compare", "beta_bernoulli", "--engines", "exact,svi", "-q", "-o", "num_samples=200"]
+    assert main(argv) == 0
     out = capsys.readouterr().out
-    assert "truth" in out and "exact" in out
+    row = next(line.split() for line in out.splitlines() if line.startswith("p "))
+    # truth mean, sd, then exact's mean, sd and std_err: Beta(8, 4) exactly
+    assert row[1:6] == ["0.6667", "0.1307", "0.6667", "0.1307", "0"]
+    assert "exact" in out and "log evidence -7.185387" in out
 
 
 def test_python_dash_m_zoo_list():

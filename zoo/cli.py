@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import json
 import os
 import shutil
 import sys
@@ -15,8 +14,6 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 
 def _parse_options(items: Sequence[str]) -> dict[str, Any]:
@@ -34,22 +31,6 @@ def _parse_options(items: Sequence[str]) -> dict[str, Any]:
         except (ValueError, SyntaxError):
             out[key] = raw
     return out
-
-
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return _jsonable(value.tolist())
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and not np.isfinite(value):
-        return None
-    if isinstance(value, str | int | float | bool) or value is None:
-        return value
-    return str(value)
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -87,6 +68,8 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 def _write_run(run: Any, out: Path) -> None:
     """InferenceData (netCDF), summary CSV and diagnostics JSON, written atomically."""
+    from reports.render import dumps
+
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
     try:
@@ -103,7 +86,7 @@ def _write_run(run: Any, out: Path) -> None:
             "options": run.options,
             "diagnostics": run.diagnostics,
         }
-        (tmp / "diagnostics.json").write_text(json.dumps(_jsonable(meta), indent=2))
+        (tmp / "diagnostics.json").write_text(dumps(meta))
         out.mkdir(exist_ok=True)
         for f in tmp.iterdir():
             os.replace(f, out / f.name)
@@ -130,8 +113,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(run.summary[cols].head(30).to_string(float_format=lambda v: f"{v:.6g}"))
     if len(run.summary) > 30:
         print(f"... {len(run.summary) - 30} more rows")
+    from reports.render import dumps
+
     shown = {k: v for k, v in run.diagnostics.items() if not isinstance(v, list)}
-    print(json.dumps(_jsonable(shown), indent=1))
+    print(dumps(shown), end="")
     if args.out:
         _write_run(run, Path(args.out))
         print(f"wrote {args.out}/idata.nc, summary.csv, diagnostics.json")
