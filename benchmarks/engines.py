@@ -18,8 +18,9 @@ import pyro
 import torch
 
 import zoo
-from inference.enumeration import _draw_batch, _draw_each, batched
-from reports.profiles import PROFILES
+from inference.discrete import _draw_batch, _draw_each
+from inference.replay import batched
+from zoo.profiles import PROFILES
 
 warnings.filterwarnings("ignore")
 

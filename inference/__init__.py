@@ -1,25 +1,41 @@
 """Shared inference engines. They know nothing about particular models: each takes a model, its
 data and options, and returns a :class:`Run`."""
 
-from .arviz_io import make_run, moment_rows, point_run
 from .context import EngineContext
-from .engines import GENERIC_ENGINES, EngineSpec, check_options, reference_spec
-from .results import GroundTruth, NumericalFailure, Run, ZooError
+from .engines import GENERIC_ENGINES, EngineSpec, check_options, exact_spec, reference_spec
+from .outputs import Draws, Estimate, Factors
+from .reference import truth_from_distributions
+from .replay import VectorisationWarning
+from .results import (
+    Comparison,
+    Evidence,
+    GroundTruth,
+    ModelInfo,
+    NumericalFailure,
+    Run,
+    ZooError,
+)
 from .structure import ModelStructure, inspect_model
 
 __all__ = [
     "GENERIC_ENGINES",
+    "Comparison",
+    "Draws",
     "EngineContext",
     "EngineSpec",
+    "Estimate",
+    "Evidence",
+    "Factors",
     "GroundTruth",
+    "ModelInfo",
     "ModelStructure",
     "NumericalFailure",
     "Run",
+    "VectorisationWarning",
     "ZooError",
     "check_options",
+    "exact_spec",
     "inspect_model",
-    "make_run",
-    "moment_rows",
-    "point_run",
     "reference_spec",
+    "truth_from_distributions",
 ]

@@ -7,40 +7,35 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from .results import GroundTruth, Run
+from .results import GroundTruth, Run, parse_row
 
-
-def row_site(row: str) -> str:
-    """``"locs[1]"`` -> ``"locs"``."""
-    return row.split("[", 1)[0]
+ERROR = "error_in_sds"
+"""|mean - truth mean| / truth sd: how many posterior sds an engine's mean is off (not a
+standard error)."""
 
 
 def comparison_table(
     runs: Mapping[str, Run], truth: GroundTruth | None, params: Sequence[str]
 ) -> pd.DataFrame:
     """Rows: every summary row of the compared sites. Columns (MultiIndex): ``("truth", mean|sd)``
-    and, per engine, ``(engine, mean|sd|std_err)`` with std_err = |mean - truth| / truth_sd."""
+    and, per engine, ``(engine, mean|sd|error_in_sds)``."""
+    exact = truth.rows() if truth is not None else {}
     rows: list[str] = []
     for run in runs.values():
         if run.ok:
-            rows += [r for r in run.summary.index if row_site(r) in params and r not in rows]
-    if truth is not None:
-        rows += [r for r in truth.mean if row_site(r) in params and r not in rows]
-    cols: dict[tuple[str, str], list[float]] = {}
-    t_mean = [truth.mean.get(r, np.nan) if truth else np.nan for r in rows]
-    t_sd = [truth.sd.get(r, np.nan) if truth else np.nan for r in rows]
-    cols[("truth", "mean")], cols[("truth", "sd")] = t_mean, t_sd
+            rows += [r for r in run.summary.index if parse_row(r)[0] in params and r not in rows]
+    rows += [r for r in exact if parse_row(r)[0] in params and r not in rows]
+    nan = (np.nan, np.nan)
+    t_mean = np.array([exact.get(r, nan)[0] for r in rows], dtype=float)
+    t_sd = np.array([exact.get(r, nan)[1] for r in rows], dtype=float)
+    cols: dict[tuple[str, str], np.ndarray] = {("truth", "mean"): t_mean, ("truth", "sd"): t_sd}
     for engine, run in runs.items():
         s = run.summary if run.ok else pd.DataFrame(columns=["mean", "sd"])
-        mean = [float(s.loc[r, "mean"]) if r in s.index else np.nan for r in rows]
-        sd = [float(s.loc[r, "sd"]) if r in s.index else np.nan for r in rows]
+        mean = np.array([s.loc[r, "mean"] if r in s.index else np.nan for r in rows], dtype=float)
+        sd = np.array([s.loc[r, "sd"] if r in s.index else np.nan for r in rows], dtype=float)
         with np.errstate(invalid="ignore", divide="ignore"):
-            err = np.abs(np.subtract(mean, t_mean)) / np.asarray(t_sd, dtype=float)
-        cols[(engine, "mean")], cols[(engine, "sd")], cols[(engine, "std_err")] = (
-            mean,
-            sd,
-            list(err),
-        )
+            err = np.abs(mean - t_mean) / t_sd
+        cols[(engine, "mean")], cols[(engine, "sd")], cols[(engine, ERROR)] = mean, sd, err
     table = pd.DataFrame(cols, index=pd.Index(rows, name="parameter"))
     table.columns = pd.MultiIndex.from_tuples(table.columns, names=["source", "stat"])
     return table

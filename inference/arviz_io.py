@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -19,22 +19,25 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .results import Run
+from .results import Evidence, Run, RunKind, site_rows
 
 
 @contextmanager
 def _quiet() -> Iterator[None]:
     """Silence ArviZ's logged warnings and numpy's for degenerate inputs that we report as NaN
     (R-hat of one chain, sd of a one-draw point estimate)."""
-    log = logging.getLogger("arviz")
-    level = log.level
-    log.setLevel(logging.ERROR)
+    logs = {logging.getLogger("arviz"), getattr(az, "_log", None)}  # ArviZ 0.x has its own Logger
+    logs = [lg for lg in logs if isinstance(lg, logging.Logger)]
+    levels = [lg.level for lg in logs]
+    for lg in logs:
+        lg.setLevel(logging.ERROR)
     try:
         with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             yield
     finally:
-        log.setLevel(level)
+        for lg, level in zip(logs, levels, strict=True):
+            lg.setLevel(level)
 
 
 def _to_numpy(value: Any) -> np.ndarray:
@@ -62,7 +65,8 @@ def to_inference_data(
         groups["observed_data"] = {
             k: _to_numpy(v) for k, v in observed_data.items() if _is_array_like(v)
         }
-    return az.from_dict(**groups)
+    with _quiet():  # ArviZ logs "Shape validation failed" for one chain or few draws
+        return az.from_dict(**groups)
 
 
 def _is_array_like(v: Any) -> bool:
@@ -77,52 +81,28 @@ def summarize(idata: az.InferenceData, *, mcmc: bool) -> pd.DataFrame:
     return table
 
 
-def moment_rows(site: str, mean: Any, sd: Any) -> dict[str, tuple[float, float]]:
-    """Name per-element moments of a site the way ``arviz.summary`` names its rows."""
-    mean = np.asarray(mean, dtype=float)
-    sd = np.broadcast_to(np.asarray(sd, dtype=float), mean.shape)
-    if mean.ndim == 0:
-        return {site: (float(mean), float(sd))}
-    return {
-        f"{site}[{', '.join(str(i) for i in idx)}]": (float(mean[idx]), float(sd[idx]))
-        for idx in np.ndindex(mean.shape)
-    }
-
-
-def exact_moment_rows(
-    marginals: Mapping[str, tuple[np.ndarray, np.ndarray]],
-) -> dict[str, tuple[float, float]]:
-    """Exact mean and sd per summary row from enumerated marginals.
-
-    ``marginals[site] = (values, probs)`` with ``values`` of shape (V,) and ``probs`` of shape
-    (V, *site_shape).
-    """
-    rows: dict[str, tuple[float, float]] = {}
-    for site, (values, probs) in marginals.items():
-        v = values.reshape((-1,) + (1,) * (probs.ndim - 1))
-        mean = (v * probs).sum(0)
-        var = np.clip((v**2 * probs).sum(0) - mean**2, 0.0, None)
-        rows.update(moment_rows(site, mean, np.sqrt(var)))
-    return rows
-
-
 def make_run(
     engine: str,
     posterior: Mapping[str, Any],
     *,
+    kind: RunKind = "draws",
+    conditional_on: Sequence[str] = (),
     mcmc: bool = False,
     sample_stats: Mapping[str, Any] | None = None,
     observed_data: Mapping[str, Any] | None = None,
     log_likelihood: Mapping[str, Any] | None = None,
-    diagnostics: dict[str, Any] | None = None,
-    log_evidence: float | None = None,
-    exact_moments: Mapping[str, tuple[float, float]] | None = None,
-    extras: dict[str, Any] | None = None,
+    evidence: Evidence | None = None,
+    traces: Mapping[str, Sequence[float]] | None = None,
+    diagnostics: Mapping[str, Any] | None = None,
+    exact_moments: Mapping[str, tuple[Any, Any]] | None = None,
+    extras: Mapping[str, Any] | None = None,
 ) -> Run:
-    """Package engine output as a :class:`Run` (InferenceData + summary).
+    """Package engine output (arrays shaped ``(chain, draw, *site_shape)``) as a :class:`Run`.
 
-    ``exact_moments`` (row -> (mean, sd)) replaces the Monte-Carlo mean and sd of rows that the
-    engine knows exactly (enumerated discrete sites, closed forms).
+    ``exact_moments`` (site -> (mean array, sd array)) replaces the Monte-Carlo mean and sd of the
+    summary rows of sites the engine knows exactly (enumerated discrete sites, closed forms,
+    point estimates). ``diagnostics`` gets the contract's keys derived from the typed fields
+    (``log_evidence``, ``elbo``).
     """
     idata = to_inference_data(
         posterior,
@@ -131,43 +111,28 @@ def make_run(
         log_likelihood=log_likelihood,
     )
     summary = summarize(idata, mcmc=mcmc)
-    for row, (mean, sd) in (exact_moments or {}).items():
-        if row in summary.index:
-            summary.loc[row, "mean"] = mean
-            summary.loc[row, "sd"] = sd
+    for site, (mean, sd) in (exact_moments or {}).items():
+        sds = site_rows(site, sd)
+        for row, m in site_rows(site, mean).items():
+            if row in summary.index:
+                summary.loc[row, "mean"] = m
+                summary.loc[row, "sd"] = sds[row]
+    traces = {k: [float(x) for x in v] for k, v in (traces or {}).items()}
+    diag = dict(diagnostics or {})
+    if evidence is not None:
+        diag["log_evidence"] = evidence.value
+    if "elbo" in traces:
+        diag["elbo"] = traces["elbo"]
     return Run(
         engine=engine,
         idata=idata,
         summary=summary,
-        diagnostics=dict(diagnostics or {}),
-        log_evidence=None if log_evidence is None else float(log_evidence),
+        kind=kind,
+        conditional_on=tuple(conditional_on),
+        evidence=evidence,
+        traces=traces,
+        diagnostics=diag,
         extras=dict(extras or {}),
-    )
-
-
-def point_run(
-    engine: str,
-    estimate: Mapping[str, Any],
-    *,
-    observed_data: Mapping[str, Any] | None = None,
-    log_evidence: float | None = None,
-    diagnostics: dict[str, Any] | None = None,
-    extras: dict[str, Any] | None = None,
-) -> Run:
-    """A point estimate (EM, MAP) as a Run: a one-chain, one-draw posterior with sd 0.
-    ``diagnostics["conditional_on"]`` names the estimated sites (the evidence is given them)."""
-    posterior = {k: _to_numpy(v)[None, None] for k, v in estimate.items()}
-    exact: dict[str, tuple[float, float]] = {}
-    for k, v in posterior.items():
-        exact.update(moment_rows(k, v[0, 0], np.zeros_like(v[0, 0], dtype=float)))
-    return make_run(
-        engine,
-        posterior,
-        observed_data=observed_data,
-        log_evidence=log_evidence,
-        exact_moments=exact,
-        diagnostics={"conditional_on": list(estimate), **(diagnostics or {})},
-        extras={"estimate": dict(estimate), **(extras or {})},
     )
 
 

@@ -1,8 +1,10 @@
-"""The engine table: which generic engines exist, which options they take, and when they apply.
+"""The engine table: which engines exist, which options they take, and when they apply.
 
-A generic engine is ``fn(ctx: EngineContext, **options) -> Run``; a model-specific reference
-engine (``exact``, ``em``, ...) is ``fn(data, *, seed, progress, **options) -> Run``. Options of
-both are read off the function's keyword arguments, and are checked here before any work starts.
+Every engine, generic or model-specific, is called the same way: ``fn(ctx, **options) -> Run``
+with ``ctx`` an :class:`EngineContext`. A model's reference algorithm (a function of the model's
+keyword arguments plus keyword-only options, returning plain data) is wrapped into that form by
+:func:`reference_spec`; a closed-form posterior becomes the ``exact`` engine by :func:`exact_spec`.
+Options are read off the function's keyword-only arguments and checked before any work starts.
 """
 
 from __future__ import annotations
@@ -11,17 +13,19 @@ import difflib
 import inspect
 import numbers
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from .context import EngineContext
 from .enumeration import enum_engine
-from .mcmc import hmc_engine, nuts_engine
-from .results import ZooError
+from .importance import PROPOSALS, importance_engine
+from .mcmc import hmc_engine, mh_engine, nuts_engine
+from .outputs import Factors
+from .reference import call_reference, in_float64, options_of, to_run
+from .results import Run, ZooError
 from .structure import ModelStructure
 from .svi import ELBOS, GUIDES, svi_engine
 
-# Options every engine takes (handled by the runner, not passed to generic engines' kwargs).
-COMMON_OPTIONS = ("seed", "progress")
 POSITIVE_INTS = {
     "num_steps",
     "num_samples",
@@ -31,28 +35,22 @@ POSITIVE_INTS = {
     "map_steps",
     "max_tree_depth",
     "max_steps",
+    "fit_steps",
 }
 NONNEGATIVE_INTS = {"warmup"}
 POSITIVE_FLOATS = {"lr", "tol", "trajectory_length", "target_accept"}
-CHOICES: dict[str, tuple[Any, ...]] = {"guide": GUIDES, "elbo": ELBOS}
+CHOICES: dict[str, tuple[Any, ...]] = {"guide": GUIDES, "elbo": ELBOS, "proposal": PROPOSALS}
 
 
 @dataclass(frozen=True)
 class EngineSpec:
-    name: str
-    fn: Callable[..., Any]
-    summary: str
-    generic: bool = True
+    """An engine: ``fn(ctx, **options) -> Run``, its options with defaults, one line of help."""
 
-    @property
-    def defaults(self) -> dict[str, Any]:
-        """Engine options and their defaults, read off the function signature."""
-        params = inspect.signature(self.fn).parameters.values()
-        return {
-            p.name: p.default
-            for p in params
-            if p.kind == p.KEYWORD_ONLY and p.name not in COMMON_OPTIONS
-        }
+    name: str
+    fn: Callable[..., Run]
+    summary: str
+    defaults: Mapping[str, Any] = field(default_factory=dict)
+    generic: bool = True
 
     def not_applicable(self, structure: ModelStructure, has_guide: bool) -> str | None:
         """None if the engine applies to a model of this structure, else the reason."""
@@ -63,24 +61,54 @@ class EngineSpec:
             return "the model has no latent sites"
         if s.nonenumerable and not (self.name == "svi" and has_guide):
             return f"discrete sites {list(s.nonenumerable)} have infinite support"
-        if self.name in ("nuts", "hmc") and not s.continuous:
+        if self.name in ("nuts", "hmc", "mh") and not s.continuous:
             return "the model has no continuous latent sites (use enum)"
+        if self.name == "svi" and not s.continuous and not has_guide:
+            return "the model has no continuous latent sites for an autoguide, nor a guide"
         if self.name == "enum" and not s.discrete:
             return "the model has no discrete latent sites"
         return None
 
 
+def _generic(name: str, fn: Callable[..., Run], summary: str) -> EngineSpec:
+    params = inspect.signature(fn).parameters.values()
+    defaults = {p.name: p.default for p in params if p.kind == p.KEYWORD_ONLY}
+    return EngineSpec(name, fn, summary, defaults)
+
+
 GENERIC_ENGINES: dict[str, EngineSpec] = {
-    "svi": EngineSpec("svi", svi_engine, "stochastic variational inference"),
-    "nuts": EngineSpec("nuts", nuts_engine, "No-U-Turn sampler, discrete sites enumerated"),
-    "hmc": EngineSpec("hmc", hmc_engine, "Hamiltonian Monte Carlo, discrete sites enumerated"),
-    "enum": EngineSpec("enum", enum_engine, "exact enumeration of discrete sites"),
+    "svi": _generic("svi", svi_engine, "stochastic variational inference"),
+    "nuts": _generic("nuts", nuts_engine, "No-U-Turn sampler, discrete sites enumerated"),
+    "hmc": _generic("hmc", hmc_engine, "Hamiltonian Monte Carlo, discrete sites enumerated"),
+    "mh": _generic("mh", mh_engine, "random-walk Metropolis–Hastings, adaptive proposal"),
+    "importance": _generic(
+        "importance", importance_engine, "self-normalised importance sampling, evidence estimate"
+    ),
+    "enum": _generic("enum", enum_engine, "exact enumeration of discrete sites"),
 }
 
 
 def reference_spec(name: str, fn: Callable[..., Any]) -> EngineSpec:
+    """A model's reference algorithm as an engine (its Run built by :func:`to_run`)."""
+
+    def run(ctx: EngineContext, **options: Any) -> Run:
+        return to_run(name, call_reference(fn, ctx, options), ctx)
+
     doc = (inspect.getdoc(fn) or name).splitlines()[0]
-    return EngineSpec(name, fn, doc, generic=False)
+    return EngineSpec(name, run, doc, options_of(fn), generic=False)
+
+
+def exact_spec(posterior: Callable[..., Any]) -> EngineSpec:
+    """The ``exact`` engine of a closed-form posterior ``fn(**data) -> ({site: dist}, log_z)``:
+    exact moments and evidence, ``num_samples`` exact draws of each site."""
+
+    def run(ctx: EngineContext, *, num_samples: int = 4000) -> Run:
+        dists, log_z = in_float64(posterior, ctx.data)
+        return to_run("exact", Factors(dists, log_evidence=log_z), ctx, num_samples=num_samples)
+
+    return EngineSpec(
+        "exact", run, "closed-form posterior and exact evidence", {"num_samples": 4000}, False
+    )
 
 
 def check_options(spec: EngineSpec, options: Mapping[str, Any]) -> dict[str, Any]:

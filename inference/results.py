@@ -1,13 +1,23 @@
-"""The result types every engine shares: :class:`Run` and :class:`GroundTruth`."""
+"""The result types every engine shares: :class:`Run`, :class:`Evidence`, :class:`GroundTruth`
+and :class:`Comparison`. Plain data: nothing here runs inference."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
+
+RunKind = Literal["draws", "point", "conditional"]
+"""What a run's posterior group holds: ``draws`` from the posterior of every latent site, a
+``point`` estimate (EM, MAP: one draw, sd 0), or draws ``conditional`` on some sites held fixed
+(``Run.conditional_on``), such as exact enumeration at given parameters."""
+
+EvidenceKind = Literal["exact", "lower_bound", "estimate", "conditional"]
+"""``exact`` log p(y); a ``lower_bound`` on it (an ELBO); a Monte-Carlo ``estimate`` of it
+(importance sampling); or ``conditional``: log p(y | fixed sites), not integrated over them."""
 
 
 class ZooError(ValueError):
@@ -18,24 +28,54 @@ class NumericalFailure(RuntimeError):
     """An engine ran but its numbers are unusable (NaN ELBO, every transition divergent, ...)."""
 
 
+def one_line(err: BaseException) -> str:
+    """An exception as one line: its type and the first line of its message (Pyro appends a
+    multi-line dump of trace shapes to shape errors)."""
+    lines = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {lines[0]}" if lines else type(err).__name__
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """A log evidence and what kind of number it is."""
+
+    value: float
+    kind: EvidenceKind
+    conditional_on: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        if self.kind == "exact":
+            return "exact log evidence"
+        if self.kind == "lower_bound":
+            return "ELBO (a lower bound on the log evidence)"
+        if self.kind == "estimate":
+            return "log evidence estimate"
+        return f"log likelihood given {', '.join(self.conditional_on) or 'fixed sites'}"
+
+
 @dataclass
 class Run:
     """One engine run on one model.
 
     ``idata`` is an ``arviz.InferenceData`` whose ``posterior`` group is named by latent sites;
-    ``summary`` is indexed like ``arviz.summary``; ``diagnostics`` always has ``wall_time_s``.
-    A failed run has ``status == "failed"``, ``error`` set and ``idata`` None.
+    ``summary`` is indexed like ``arviz.summary``; ``diagnostics`` holds numbers (always
+    ``wall_time_s``); ``traces`` the named per-iteration traces (``elbo``, ``log_likelihood``).
+    ``kind`` says what the posterior group holds and ``conditional_on`` which sites were held
+    fixed. A failed run has ``status == "failed"``, ``error`` set and ``idata`` None.
     """
 
     engine: str
     idata: Any = None
     summary: pd.DataFrame = field(default_factory=pd.DataFrame)
+    kind: RunKind = "draws"
+    conditional_on: tuple[str, ...] = ()
+    evidence: Evidence | None = None
+    traces: dict[str, list[float]] = field(default_factory=dict)
     diagnostics: dict[str, Any] = field(default_factory=dict)
-    log_evidence: float | None = None
     model: str = ""
     seed: int = 0
     options: dict[str, Any] = field(default_factory=dict)
-    status: str = "ok"
+    status: Literal["ok", "failed"] = "ok"
     error: str | None = None
     extras: dict[str, Any] = field(default_factory=dict)
 
@@ -43,25 +83,115 @@ class Run:
     def ok(self) -> bool:
         return self.status == "ok"
 
+    @property
+    def log_evidence(self) -> float | None:
+        return None if self.evidence is None else self.evidence.value
+
+    @property
+    def wall_time_s(self) -> float | None:
+        return self.diagnostics.get("wall_time_s")
+
     def __repr__(self) -> str:
         state = "ok" if self.ok else f"failed: {self.error}"
-        wall = self.diagnostics.get("wall_time_s")
+        wall = self.wall_time_s
         wall_s = f", {wall:.2f}s" if wall is not None else ""
         return f"Run({self.model!r}, {self.engine!r}, {state}{wall_s})"
 
 
+def site_rows(site: str, value: Any) -> dict[str, float]:
+    """Per-element values of a site named the way ``arviz.summary`` names its rows
+    (``"p"``, ``"z[3]"``, ``"beta[0, 1]"``)."""
+    arr = np.asarray(value, dtype=float)
+    if arr.ndim == 0:
+        return {site: float(arr)}
+    return {
+        f"{site}[{', '.join(str(i) for i in idx)}]": float(arr[idx])
+        for idx in np.ndindex(arr.shape)
+    }
+
+
+def parse_row(row: str) -> tuple[str, tuple[int, ...]]:
+    """``"locs[1]"`` -> ``("locs", (1,))``; ``"p"`` -> ``("p", ())``."""
+    site, _, rest = str(row).partition("[")
+    if not rest:
+        return site, ()
+    return site, tuple(int(i) for i in rest.rstrip("]").split(","))
+
+
+Density = Callable[[np.ndarray], np.ndarray]
+"""A site's exact marginal density: grid ``x`` of shape (G,) -> (G, *site_shape), the density of
+each element of the site at each grid point."""
+
+
 @dataclass
 class GroundTruth:
-    """What a model knows exactly about its posterior.
+    """What a model knows exactly about its posterior, per site.
 
-    ``mean`` / ``sd`` map a parameter name as it appears in ``Run.summary`` (``"pi"``, ``"z[3]"``)
-    to its exact posterior mean / standard deviation. ``log_evidence`` is log p(data) when known.
-    ``density`` maps a parameter to a function ``x -> pdf(x)`` (exact marginal density, used by
-    the figures). ``source`` says where the numbers come from.
+    ``mean`` / ``sd`` map a latent site to an array of its shape (a scalar site: a 0-d array) of
+    exact posterior means / standard deviations; ``density`` maps a site to its exact marginal
+    densities (:data:`Density`); ``log_evidence`` is log p(data) when known; ``source`` says where
+    the numbers come from.
     """
 
-    mean: dict[str, float]
-    sd: dict[str, float]
+    mean: Mapping[str, Any]
+    sd: Mapping[str, Any]
     log_evidence: float | None = None
-    density: dict[str, Callable[[np.ndarray], np.ndarray]] = field(default_factory=dict)
+    density: Mapping[str, Density] = field(default_factory=dict)
     source: str = "closed form"
+
+    def __post_init__(self) -> None:
+        self.mean = {k: np.asarray(v, dtype=float) for k, v in self.mean.items()}
+        self.sd = {k: np.asarray(v, dtype=float) for k, v in self.sd.items()}
+        missing = sorted(set(self.mean) ^ set(self.sd))
+        if missing:
+            raise ValueError(f"ground truth needs both a mean and an sd for {missing}")
+        for k in self.mean:
+            if self.mean[k].shape != self.sd[k].shape:
+                raise ValueError(
+                    f"ground truth of {k!r}: mean shape {self.mean[k].shape} != "
+                    f"sd shape {self.sd[k].shape}"
+                )
+
+    def rows(self) -> dict[str, tuple[float, float]]:
+        """``{summary row: (mean, sd)}``, rows named as in ``Run.summary``."""
+        out = {}
+        for site, mean in self.mean.items():
+            sds = site_rows(site, self.sd[site])
+            out.update({row: (m, sds[row]) for row, m in site_rows(site, mean).items()})
+        return out
+
+    def row_density(self, row: str) -> Callable[[np.ndarray], np.ndarray] | None:
+        """The exact density of one summary row's element, or None."""
+        site, idx = parse_row(row)
+        fn = self.density.get(site)
+        if fn is None:
+            return None
+        return lambda x: np.asarray(fn(np.asarray(x, dtype=float)))[(slice(None), *idx)]
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What a report says about a model, as plain data (no model code)."""
+
+    name: str
+    description: str = ""
+    doc: str = ""
+    seed_ref: str = ""
+    engines: tuple[str, ...] = ()  # engines that apply
+    params: tuple[str, ...] = ()  # sites compared in tables
+    discrete: tuple[str, ...] = ()  # discrete latent sites
+
+
+@dataclass
+class Comparison:
+    """Runs of several engines on one model, and the parameter x engine table against the truth
+    (columns ``(truth|engine, mean|sd|error_in_sds)``; see :mod:`inference.accuracy`)."""
+
+    model: ModelInfo
+    runs: dict[str, Run]
+    table: pd.DataFrame
+    truth: GroundTruth | None
+    data: dict[str, Any]
+
+    def __repr__(self) -> str:
+        return f"Comparison({self.model.name!r}, engines={list(self.runs)})"

@@ -7,16 +7,23 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyro
+import pyro.distributions as dist
 import pyro.poutine as poutine
 import torch
+from pyro.infer.autoguide.initialization import InitMessenger, init_to_sample
+from pyro.infer.inspect import site_is_deterministic
+from pyro.poutine.util import site_is_subsample
+from torch.distributions import transform_to
 
 
 @dataclass(frozen=True)
 class ModelStructure:
-    """Latent and observed sites of a model run on a dataset.
+    """Latent, observed and deterministic sites of a model run on a dataset.
 
     ``discrete`` sites have finite support (they can be enumerated); ``nonenumerable`` are discrete
     latents with infinite support (Poisson, ...), which no generic engine handles.
+    ``deterministic`` are ``pyro.deterministic`` sites: functions of the latents, reported in the
+    posterior, never treated as observations. ``factors`` are ``pyro.factor`` sites.
     """
 
     continuous: tuple[str, ...]
@@ -25,34 +32,76 @@ class ModelStructure:
     observed: tuple[str, ...]
     max_plate_nesting: int
     shapes: Mapping[str, tuple[int, ...]]
+    deterministic: tuple[str, ...] = ()
+    factors: tuple[str, ...] = ()
 
     @property
     def latent(self) -> tuple[str, ...]:
         return self.continuous + self.discrete + self.nonenumerable
 
 
+def init_strategy(site: dict | None = None) -> Any:
+    """Start from a prior draw where the prior can be sampled, else from a feasible point (sites
+    drawn from ``ImproperUniform`` and other distributions without a sampler)."""
+    try:
+        return init_to_sample(site)
+    except NotImplementedError:
+        return feasible(site)
+
+
+def feasible(site: dict) -> torch.Tensor:
+    """A point of the site's support that needs no sampler: the image of zeros under the
+    transform from the unconstrained space (0 for real, 1 for positive, ...)."""
+    fn = site["fn"]
+    t = transform_to(fn.support)
+    shape = t.inverse_shape(fn.batch_shape + fn.event_shape)
+    return t(torch.zeros(shape)).detach()
+
+
+def traceable(model: Callable[..., Any]) -> Callable[..., Any]:
+    """``model`` with every latent site that is not given a value initialised by
+    :func:`init_strategy`: it can be traced even where a prior has no sampler."""
+    return InitMessenger(init_strategy)(model)
+
+
+def trace_model(model: Callable[..., Any], data: Mapping[str, Any]) -> poutine.Trace:
+    """One trace of ``model(**data)`` (latents drawn from the prior where it can be sampled),
+    params hidden."""
+    with pyro.validation_enabled(False), torch.no_grad():
+        blocked = poutine.block(traceable(model), hide_types=["param"])
+        return poutine.trace(blocked).get_trace(**data)
+
+
 def inspect_model(model: Callable[..., Any], data: Mapping[str, Any]) -> ModelStructure:
     """Trace ``model(**data)`` once (prior draw) and classify its sample sites."""
-    with pyro.validation_enabled(False), torch.no_grad():
-        trace = poutine.trace(poutine.block(model, hide_types=["param"])).get_trace(**data)
-    continuous, discrete, nonenum, observed = [], [], [], []
+    trace = trace_model(model, data)
+    continuous, discrete, nonenum, observed, determ, factors = [], [], [], [], [], []
     shapes: dict[str, tuple[int, ...]] = {}
     nesting = 0
     for name, site in trace.nodes.items():
-        if site["type"] != "sample" or site["infer"].get("_do_not_trace"):
+        if site["type"] != "sample" or site_is_subsample(site):
             continue
-        if type(site["fn"]).__name__ == "_Subsample":
-            continue
-        nesting = max(nesting, sum(1 for f in site["cond_indep_stack"] if f.vectorized))
-        if site["is_observed"]:
-            observed.append(name)
-            continue
-        shapes[name] = tuple(site["value"].shape)
-        fn = site["fn"]
-        if fn.support.is_discrete:
-            (discrete if fn.has_enumerate_support else nonenum).append(name)
+        dims = [-f.dim for f in site["cond_indep_stack"] if f.vectorized]
+        nesting = max([nesting, *dims])
+        if site_is_deterministic(site):
+            determ.append(name)
+            shapes[name] = tuple(site["value"].shape)
+        elif site["is_observed"]:
+            (factors if isinstance(site["fn"], dist.Unit) else observed).append(name)
         else:
-            continuous.append(name)
+            shapes[name] = tuple(site["value"].shape)
+            fn = site["fn"]
+            if fn.support.is_discrete:
+                (discrete if fn.has_enumerate_support else nonenum).append(name)
+            else:
+                continuous.append(name)
     return ModelStructure(
-        tuple(continuous), tuple(discrete), tuple(nonenum), tuple(observed), nesting, shapes
+        tuple(continuous),
+        tuple(discrete),
+        tuple(nonenum),
+        tuple(observed),
+        nesting,
+        shapes,
+        tuple(determ),
+        tuple(factors),
     )

@@ -4,7 +4,7 @@ Drawn with matplotlib's object API on the Agg canvas (no pyplot, no global backe
 making a report never opens a window or disturbs a user's interactive session.
 
 Every figure reads only the Run contract: posterior draws from ``run.idata.posterior``, the ELBO
-trace from ``diagnostics["elbo"]``, an EM trace from ``diagnostics["log_likelihood"]`` and MCMC
+trace from ``traces["elbo"]``, an EM trace from ``traces["log_likelihood"]`` and MCMC
 chains from runs whose InferenceData has ``sample_stats``.
 """
 
@@ -114,17 +114,11 @@ def density_rows(cmp: Any, limit: int = MAX_DENSITY_ROWS) -> list[str]:
 
 
 def _discrete_sites(cmp: Any) -> Sequence[str]:
-    try:
-        return tuple(cmp.entry.structure.discrete)
-    except Exception:  # noqa: BLE001 - a model whose structure cannot be read: no filter
-        return ()
+    return tuple(cmp.model.discrete)
 
 
 def _truth_density(truth: Any, row: str) -> Any:
-    if truth is None:
-        return None
-    dens = getattr(truth, "density", None) or {}
-    return dens.get(row)
+    return None if truth is None else truth.row_density(row)
 
 
 def kde(
@@ -159,8 +153,7 @@ def density_figure(cmp: Any, row: str, colors: dict[str, str]) -> FigureImage:
         else:
             samples[engine] = x
     truth = cmp.truth
-    t_mean = truth.mean.get(row) if truth is not None else None
-    t_sd = truth.sd.get(row) if truth is not None else None
+    t_mean, t_sd = truth.rows().get(row, (None, None)) if truth is not None else (None, None)
     lo_hi: list[float] = []
     for x in samples.values():
         lo_hi += list(np.quantile(x, [0.002, 0.998]))
@@ -223,14 +216,14 @@ def density_figure(cmp: Any, row: str, colors: dict[str, str]) -> FigureImage:
 def optimisation_figure(cmp: Any, colors: dict[str, str]) -> FigureImage | None:
     """ELBO traces of SVI-like runs and log-likelihood traces of EM-like runs."""
     elbo = {
-        e: np.asarray(r.diagnostics["elbo"], dtype=float)
+        e: np.asarray(r.traces["elbo"], dtype=float)
         for e, r in cmp.runs.items()
-        if r.ok and len(r.diagnostics.get("elbo") or ()) > 1
+        if r.ok and len(r.traces.get("elbo") or ()) > 1
     }
     ll = {
-        e: np.asarray(r.diagnostics["log_likelihood"], dtype=float)
+        e: np.asarray(r.traces["log_likelihood"], dtype=float)
         for e, r in cmp.runs.items()
-        if r.ok and len(r.diagnostics.get("log_likelihood") or ()) > 0
+        if r.ok and len(r.traces.get("log_likelihood") or ()) > 0
     }
     panels = [p for p in (("elbo", elbo), ("ll", ll)) if p[1]]
     if not panels:

@@ -44,11 +44,11 @@ def table_engines(table: pd.DataFrame) -> list[str]:
     return seen
 
 
-def worst_std_err(table: pd.DataFrame, engine: str) -> float | None:
+def worst_error(table: pd.DataFrame, engine: str) -> float | None:
     """Largest finite standardised error of ``engine`` over the table's rows (None if none)."""
-    if (engine, "std_err") not in table.columns:
+    if (engine, "error_in_sds") not in table.columns:
         return None
-    vals = pd.to_numeric(table[(engine, "std_err")], errors="coerce").to_numpy(dtype=float)
+    vals = pd.to_numeric(table[(engine, "error_in_sds")], errors="coerce").to_numpy(dtype=float)
     vals = vals[np.isfinite(vals)]
     return float(vals.max()) if vals.size else None
 
@@ -166,13 +166,15 @@ def findings(
 
 
 def _with_reference(table: pd.DataFrame, ref: str) -> pd.DataFrame:
-    """The table with ``ref``'s mean and sd as the truth and std_err recomputed."""
+    """The table with ``ref``'s mean and sd as the truth and the errors recomputed."""
     t = table.copy()
     t[("truth", "mean")] = t[(ref, "mean")]
     t[("truth", "sd")] = t[(ref, "sd")]
     for e in table_engines(t):
         with np.errstate(invalid="ignore", divide="ignore"):
-            t[(e, "std_err")] = (t[(e, "mean")] - t[("truth", "mean")]).abs() / t[("truth", "sd")]
+            t[(e, "error_in_sds")] = (t[(e, "mean")] - t[("truth", "mean")]).abs() / t[
+                ("truth", "sd")
+            ]
     return t
 
 
@@ -284,18 +286,18 @@ def _accuracy(
 
 
 def _evidence(engine: str, run: Any, truth: Any) -> list[Finding]:
-    le = getattr(run, "log_evidence", None)
-    if not _finite(le):
+    ev = getattr(run, "evidence", None)
+    if ev is None or not _finite(ev.value):
         return []
-    le = float(le)
+    le = float(ev.value)
     d = run.diagnostics
     exact = getattr(truth, "log_evidence", None)
     exact = float(exact) if _finite(exact) else None
     vs = f" (exact log evidence {_signed(exact)})" if exact is not None else ""
-    if d.get("conditional_on"):
-        sites = _listing(list(d["conditional_on"]), limit=6)
+    if ev.kind == "conditional":
+        sites = _listing(list(ev.conditional_on) or ["some sites"], limit=6)
         source = str(d.get("params_source", ""))
-        if "log_likelihood" in d:
+        if run.kind == "point":
             how = f"is the log likelihood at its point estimate of {sites}"
         elif "MAP" in source:
             how = f"is conditional on {sites} held at their MAP"
@@ -305,7 +307,7 @@ def _evidence(engine: str, run: Any, truth: Any) -> list[Finding]:
             how = f"is conditional on {sites} held fixed"
         text = f"{engine}'s log evidence {_signed(le)} {how}, not integrated over them{vs}."
         return [Finding(engine, "evidence", "info", text)]
-    if "final_elbo" in d:  # a variational lower bound
+    if ev.kind == "lower_bound":
         if exact is None:
             text = f"{engine}'s ELBO {_signed(le)} is a lower bound on the log evidence"
             level = "info"
@@ -328,8 +330,9 @@ def _evidence(engine: str, run: Any, truth: Any) -> list[Finding]:
             if exact is not None:
                 text += f" ({_signed(float(is_le) - exact)} from exact)"
         return [Finding(engine, "evidence", level, text + ".")]
+    what = "log evidence estimate" if ev.kind == "estimate" else "log evidence"
     if exact is None:
-        return [Finding(engine, "evidence", "info", f"{engine}'s log evidence is {_signed(le)}.")]
+        return [Finding(engine, "evidence", "info", f"{engine}'s {what} is {_signed(le)}.")]
     diff = le - exact
     if abs(diff) <= 1e-4 * max(1.0, abs(exact)):
         return [
@@ -337,11 +340,11 @@ def _evidence(engine: str, run: Any, truth: Any) -> list[Finding]:
                 engine,
                 "evidence",
                 "good",
-                f"{engine}'s log evidence {_signed(le)} matches the exact value.",
+                f"{engine}'s {what} {_signed(le)} matches the exact value.",
             )
         ]
     level = "warn" if abs(diff) > 0.1 else "info"
-    text = f"{engine}'s log evidence {_signed(le)} differs from the exact {_signed(exact)} by "
+    text = f"{engine}'s {what} {_signed(le)} differs from the exact {_signed(exact)} by "
     return [Finding(engine, "evidence", level, text + f"{_signed(diff)}.")]
 
 

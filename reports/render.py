@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import io
-import json
 import math
 import platform
 from collections.abc import Mapping, Sequence
@@ -21,11 +20,13 @@ import jinja2
 import numpy as np
 import pandas as pd
 
-from .figures import FigureImage, model_figures
-from .findings import findings, row_site, table_engines, worst_std_err
+from inference.serialize import dumps, frame_records, run_record
 
-STD_ERR_GOOD = 0.25  # |mean - truth| / truth_sd below this: green in the tables
-STD_ERR_BAD = 1.0  # at or above this: red
+from .figures import FigureImage, model_figures
+from .findings import findings, row_site, table_engines, worst_error
+
+ERROR_GOOD = 0.25  # |mean - truth| / truth_sd below this: green in the tables
+ERROR_BAD = 1.0  # at or above this: red
 MAX_TABLE_ROWS = 60  # posterior table rows on a page (all of them are in the CSV and JSON)
 MAX_JSON_DATA_VALUES = 100_000  # a model's data goes into its JSON up to this many numbers
 RUN_COLUMNS = (
@@ -38,7 +39,7 @@ RUN_COLUMNS = (
     "final_elbo",
     "pareto_k",
     "log_evidence",
-    "worst_std_err",
+    "worst_error",
     "error",
 )
 
@@ -61,7 +62,7 @@ def environment() -> jinja2.Environment:
         keep_trailing_newline=True,
     )
     env.filters.update(
-        num=fmt_num, fixed=fmt_fixed, secs=fmt_secs, md=md_cell, err_class=std_err_class
+        num=fmt_num, fixed=fmt_fixed, secs=fmt_secs, md=md_cell, err_class=error_class
     )
     return env
 
@@ -114,40 +115,10 @@ def md_cell(x: Any) -> str:
     return str(x).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
 
 
-def std_err_class(x: Any) -> str:
+def error_class(x: Any) -> str:
     if not _finite(x):
         return ""
-    return "good" if x < STD_ERR_GOOD else "warn" if x < STD_ERR_BAD else "bad"
-
-
-def jsonable(obj: Any) -> Any:
-    """Plain JSON data: numpy/torch to Python, NaN and inf to None, unknown objects to str."""
-    if obj is None or isinstance(obj, (bool, str, int)):
-        return obj
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, np.generic):
-        return jsonable(obj.item())
-    if isinstance(obj, Mapping):
-        return {str(k): jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple, set, frozenset)):
-        return [jsonable(v) for v in obj]
-    if isinstance(obj, np.ndarray):
-        return jsonable(obj.tolist())
-    if hasattr(obj, "detach") and hasattr(obj, "tolist"):  # torch.Tensor
-        return jsonable(obj.detach().cpu().tolist())
-    if isinstance(obj, pd.DataFrame):
-        return jsonable(frame_records(obj))
-    return str(obj)
-
-
-def dumps(obj: Any) -> str:
-    return json.dumps(jsonable(obj), indent=2, allow_nan=False, ensure_ascii=False) + "\n"
-
-
-def frame_records(frame: pd.DataFrame) -> dict[str, dict[str, Any]]:
-    """``{row: {column: value}}`` of a summary-like frame."""
-    return {str(r): {str(c): frame.loc[r, c] for c in frame.columns} for r in frame.index}
+    return "good" if x < ERROR_GOOD else "warn" if x < ERROR_BAD else "bad"
 
 
 def flat_table(table: pd.DataFrame) -> pd.DataFrame:
@@ -248,8 +219,10 @@ def run_row(engine: str, run: Any, table: pd.DataFrame, has_truth: bool) -> dict
         "final_elbo": d.get("final_elbo"),
         "pareto_k": d.get("pareto_k"),
         "log_evidence": run.log_evidence,
-        "conditional_on": list(d.get("conditional_on") or []),
-        "worst_std_err": worst_std_err(table, engine) if has_truth and run.ok else None,
+        "evidence_kind": None if run.evidence is None else run.evidence.kind,
+        "kind": run.kind,
+        "conditional_on": list(run.conditional_on),
+        "worst_error": worst_error(table, engine) if has_truth and run.ok else None,
         "options": ", ".join(f"{k}={v}" for k, v in sorted(run.options.items()) if v is not None),
     }
 
@@ -263,7 +236,7 @@ def posterior_rows(table: pd.DataFrame) -> list[dict[str, Any]]:
         for e in engines:
             cells[e] = {
                 s: table.loc[row, (e, s)] if (e, s) in table.columns else None
-                for s in ("mean", "sd", "std_err")
+                for s in ("mean", "sd", "error_in_sds")
             }
         rows.append(
             {
@@ -286,31 +259,28 @@ def model_context(
 ) -> dict[str, Any]:
     """Everything a model page shows, as plain data. ``warnings_seen``: warnings raised while
     the engines ran (listed on the page, not printed)."""
-    entry, table, truth = cmp.entry, cmp.table, cmp.truth
+    info, table, truth = cmp.model, cmp.table, cmp.truth
     has_truth = truth is not None and bool(truth.mean)
-    try:
-        discrete = tuple(entry.structure.discrete)
-    except Exception:  # noqa: BLE001 - only used to word the findings
-        discrete = ()
+    discrete = info.discrete
     label = "the exact posterior"
     if truth is not None and not str(truth.source).lower().startswith(("closed form", "exact")):
         label = "the reference posterior"
     found = findings(table, runs=cmp.runs, truth=truth, discrete=discrete, truth_label=label)
     engines = list(cmp.runs)
     figs: list[FigureImage] = model_figures(cmp) if figures else []
-    compared = list(entry.compared_params())
+    compared = list(info.params)
     rows = posterior_rows(table)
     return {
-        "name": entry.name,
-        "description": entry.description,
-        "doc": entry.doc.strip(),
-        "seed_ref": entry.seed_ref,
+        "name": info.name,
+        "description": info.description,
+        "doc": info.doc,
+        "seed_ref": info.seed_ref,
         "profile": profile,
         "seed": seed,
         "generated": generated or now_utc(),
         "versions": versions(),
         "engines": engines,
-        "applicable": list(entry.engines),
+        "applicable": list(info.engines),
         "compared_params": compared,
         "discrete_sites": [s for s in discrete if s in compared],
         "data": describe_data(cmp.data),
@@ -321,6 +291,7 @@ def model_context(
             "log_evidence": truth.log_evidence,
             "mean": dict(truth.mean),
             "sd": dict(truth.sd),
+            "rows": {r: {"mean": m, "sd": sd} for r, (m, sd) in truth.rows().items()},
         },
         "has_truth": has_truth,
         "runs": [run_row(e, r, table, has_truth) for e, r in cmp.runs.items()],
@@ -328,8 +299,8 @@ def model_context(
         "posterior_total": len(rows),
         "findings": [f.to_dict() for f in found],
         "figures": figs,
-        "std_err_good": STD_ERR_GOOD,
-        "std_err_bad": STD_ERR_BAD,
+        "error_good": ERROR_GOOD,
+        "error_bad": ERROR_BAD,
         "warnings": list(warnings_seen),
     }
 
@@ -343,12 +314,7 @@ def model_json(cmp: Any, ctx: Mapping[str, Any]) -> dict[str, Any]:
     runs = {}
     for engine, run in cmp.runs.items():
         runs[engine] = {
-            "status": run.status,
-            "error": run.error,
-            "options": run.options,
-            "seed": run.seed,
-            "log_evidence": run.log_evidence,
-            "diagnostics": run.diagnostics,
+            **run_record(run),
             "summary": frame_records(run.summary) if run.ok else {},
         }
     keys = ("name", "description", "seed_ref", "doc", "profile", "seed", "generated", "versions")
@@ -436,8 +402,8 @@ def render_index(
         "seed": seed,
         "generated": generated or now_utc(),
         "versions": versions(),
-        "std_err_good": STD_ERR_GOOD,
-        "std_err_bad": STD_ERR_BAD,
+        "error_good": ERROR_GOOD,
+        "error_bad": ERROR_BAD,
     }
     results = {
         "profile": profile,
@@ -461,9 +427,9 @@ def render_index(
 
 
 __all__ = [
+    "dumps",
     "environment",
     "fmt_num",
-    "jsonable",
     "model_context",
     "model_summary",
     "render_index",

@@ -21,7 +21,10 @@ from zoo.cli import main
         (lambda: zoo.get_model("beta_bernouli"), r"did you mean 'beta_bernoulli'"),
         (lambda: zoo.run("three_coin", "svii"), r"unknown engine 'svii'.*did you mean 'svi'"),
         (lambda: zoo.run("beta_bernoulli", "enum"), r"'enum' does not apply.*no discrete latent"),
-        (lambda: zoo.run("beta_bernoulli", "em"), r"unknown engine 'em'.*svi, nuts, hmc, exact"),
+        (
+            lambda: zoo.run("beta_bernoulli", "em"),
+            r"unknown engine 'em'.*svi, nuts, hmc, mh, importance, exact",
+        ),
         (lambda: zoo.run("three_coin", "svi", num_steps=0), r"'num_steps' must be a positive"),
         (lambda: zoo.run("three_coin", "svi", num_steps=-5), r"'num_steps' must be a positive"),
         (lambda: zoo.run("three_coin", "nuts", num_samples=0), r"'num_samples' must be"),

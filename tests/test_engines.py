@@ -76,7 +76,9 @@ def test_vectorised_helpers_equal_the_per_draw_ones(name):
     import pyro
     import torch
 
-    from inference.enumeration import _draw_batch, _draw_each, batched, log_joint, log_joint_batch
+    from inference.contraction import log_joint_batch
+    from inference.discrete import _draw_batch, _draw_each, log_joint
+    from inference.replay import batched
 
     entry = zoo.get_model(name)
     data, s = entry.load_data(), entry.structure

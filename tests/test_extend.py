@@ -13,7 +13,6 @@ from scipy.special import expit
 from scipy.stats import norm
 
 import zoo
-from inference import GroundTruth
 
 X = torch.tensor([0.3, 1.1, 0.8, 1.6, 0.4, 1.2])
 W = torch.tensor([-0.4, 2.3, 0.1, 1.8, 2.9, -1.0, 0.6])
@@ -36,36 +35,32 @@ def closed_form(x, w):
 
 @pytest.fixture(scope="module")
 def foreign():
-    @zoo.register("foreign_spikes")
-    class Spikes:
-        """Foreign test model: a level mu seen in x, and spikes z_j that shift w_j by 2."""
+    """A model registered as a user would in a script: the decorator form on a function."""
+    with zoo.isolated():
 
-        seed_ref = "test"
-
-        def model(self, x, w):
+        @zoo.register("foreign_spikes", data={"x": X, "w": W}, seed_ref="test")
+        def spikes(x, w):
+            """Foreign test model: a level mu seen in x, and spikes z_j that shift w_j by 2."""
             mu = pyro.sample("mu", dist.Normal(0.0, 1.0))
-            with pyro.plate("xs", x.shape[0]):
+            with pyro.plate("xs", len(x)):
                 pyro.sample("x", dist.Normal(mu, 1.0), obs=x)
-            with pyro.plate("ws", w.shape[0]):
+            with pyro.plate("ws", len(w)):
                 z = pyro.sample("z", dist.Bernoulli(PRIOR_Z))
                 pyro.sample("w", dist.Normal(2.0 * z, 1.0), obs=w)
 
-        def data(self, seed):
-            return {"x": X, "w": W}
+        @spikes.truth
+        def _(x, w):
+            mean, sd, pz, log_px, log_pw = closed_form(x, w)
+            return zoo.GroundTruth(
+                {"mu": mean, "z": pz}, {"mu": sd, "z": np.sqrt(pz * (1 - pz))}, log_px + log_pw
+            )
 
-        def ground_truth(self, data):
-            mean, sd, pz, log_px, log_pw = closed_form(data["x"], data["w"])
-            m = {"mu": mean, **{f"z[{j}]": float(p) for j, p in enumerate(pz)}}
-            s = {"mu": sd, **{f"z[{j}]": float(np.sqrt(p * (1 - p))) for j, p in enumerate(pz)}}
-            return GroundTruth(m, s, log_evidence=log_px + log_pw)
-
-    yield zoo.get_model("foreign_spikes")
-    zoo.unregister("foreign_spikes")
+        yield zoo.get_model("foreign_spikes")
 
 
 def test_registered_and_listed(foreign):
     assert "foreign_spikes" in zoo.list_models()
-    assert foreign.engines == ("svi", "nuts", "hmc", "enum")
+    assert foreign.engines == ("svi", "nuts", "hmc", "mh", "importance", "enum")
     assert foreign.description.startswith("Foreign test model")
 
 
@@ -113,48 +108,96 @@ def test_compare_table_uses_the_truth(foreign):
     t = cmp.table
     assert t.loc["mu", ("truth", "mean")] == pytest.approx(closed_form(X, W)[0])
     assert t.loc["mu", ("enum", "mean")] == 0.0
-    assert t.loc["mu", ("enum", "std_err")] == pytest.approx(
+    assert t.loc["mu", ("enum", "error_in_sds")] == pytest.approx(
         abs(0.0 - closed_form(X, W)[0]) / closed_form(X, W)[1]
     )
     assert set(t.columns.get_level_values(0)) == {"truth", "enum", "svi"}
 
 
-def test_function_form_and_duplicates():
+def test_function_form_and_duplicates(registry):
     def tiny(y):
         m = pyro.sample("m", dist.Normal(0.0, 1.0))
         with pyro.plate("n", y.shape[0]):
             pyro.sample("y", dist.Normal(m, 1.0), obs=y)
 
     entry = zoo.register("foreign_tiny", model=tiny, data={"y": torch.zeros(3)})
-    try:
-        assert zoo.get_model("foreign_tiny") is entry
-        assert entry.engines == ("svi", "nuts", "hmc")
-        with pytest.raises(ValueError, match="already registered"):
-            zoo.register("foreign_tiny", model=tiny, data={"y": torch.zeros(3)})
-        run = zoo.run("foreign_tiny", "svi", guide="mvn", num_steps=800, num_samples=1000)
-        # N(0,1) prior, three zeros: posterior N(0, 1/4)
-        assert run.summary.loc["m", "mean"] == pytest.approx(0.0, abs=0.05)
-        assert run.summary.loc["m", "sd"] == pytest.approx(0.5, abs=0.05)
-    finally:
-        zoo.unregister("foreign_tiny")
+    assert zoo.get_model("foreign_tiny") is entry
+    assert entry.engines == ("svi", "nuts", "hmc", "mh", "importance")
+    with pytest.raises(ValueError, match="already registered.*replace=True"):
+        zoo.register("foreign_tiny", model=tiny, data={"y": torch.zeros(3)})
+    again = zoo.register("foreign_tiny", model=tiny, data={"y": torch.zeros(4)}, replace=True)
+    assert zoo.get_model("foreign_tiny") is again and again.load_data()["y"].shape == (4,)
+    run = zoo.run("foreign_tiny", "svi", guide="mvn", num_steps=800, num_samples=1000)
+    # N(0,1) prior, four zeros: posterior N(0, 1/5)
+    assert run.summary.loc["m", "mean"] == pytest.approx(0.0, abs=0.05)
+    assert run.summary.loc["m", "sd"] == pytest.approx(np.sqrt(0.2), abs=0.05)
+
+
+def test_posterior_gives_truth_and_exact_engine(registry):
+    """A closed-form posterior written once: ground truth, the `exact` engine, its evidence."""
+
+    @zoo.register(data={"y": torch.tensor([2.0, 3.0, 1.0, 2.0])})
+    def normal_mean(y, sigma=1.0):
+        mu = pyro.sample("mu", dist.Normal(0.0, 1.0))
+        with pyro.plate("n", len(y)):
+            pyro.sample("y", dist.Normal(mu, sigma), obs=y)
+
+    @normal_mean.posterior
+    def _(y, sigma=1.0):
+        prec = 1 + len(y) / sigma**2
+        cov = sigma**2 * np.eye(len(y)) + 1.0
+        yy = y.double().numpy()
+        log_z = -0.5 * (yy @ np.linalg.solve(cov, yy) + np.linalg.slogdet(2 * np.pi * cov)[1])
+        return {"mu": dist.Normal(float(y.sum()) / sigma**2 / prec, prec**-0.5)}, log_z
+
+    assert normal_mean.engines == ("svi", "nuts", "hmc", "mh", "importance", "exact")
+    truth = normal_mean.ground_truth()
+    assert float(truth.mean["mu"]) == pytest.approx(8 / 5) and float(
+        truth.sd["mu"]
+    ) == pytest.approx(np.sqrt(1 / 5))
+    assert truth.density["mu"](np.array([1.6]))[0] == pytest.approx(norm.pdf(0, 0, np.sqrt(0.2)))
+    run = zoo.run("normal_mean", "exact", num_samples=2000)
+    assert run.evidence.kind == "exact" and run.log_evidence == pytest.approx(truth.log_evidence)
+    assert run.summary.loc["mu", "mean"] == pytest.approx(1.6, abs=1e-6)  # exact moments
+    draws = run.idata.posterior["mu"].values.ravel()
+    assert abs(draws.mean() - 1.6) < 4 * np.sqrt(0.2 / 2000)
+
+
+def test_reference_engine_returns_plain_data(registry):
+    """A reference algorithm returns an Estimate; the runner builds, times and seeds the Run."""
+
+    @zoo.register(data={"y": torch.tensor([0.5, 1.5])})
+    def level(y):
+        mu = pyro.sample("mu", dist.Normal(0.0, 10.0))
+        with pyro.plate("n", len(y)):
+            pyro.sample("y", dist.Normal(mu, 1.0), obs=y)
+
+    @level.reference("mle")
+    def _(y, *, shift: float = 0.0):
+        """Sample mean."""
+        mu = float(y.mean()) + shift
+        return zoo.Estimate({"mu": mu}, traces={"log_likelihood": [-3.0, -2.0]}, log_evidence=-2.0)
+
+    assert level.engines[-1] == "mle"
+    run = zoo.run("level", "mle", shift=0.25)
+    assert run.kind == "point" and run.conditional_on == ("mu",)
+    assert run.evidence.kind == "conditional" and run.log_evidence == -2.0
+    assert run.summary.loc["mu", "mean"] == 1.25 and run.summary.loc["mu", "sd"] == 0
+    assert run.traces["log_likelihood"] == [-3.0, -2.0] and run.diagnostics["wall_time_s"] > 0
+    with pytest.raises(ValueError, match="unknown option 'shfit'.*'shift'"):
+        zoo.run("level", "mle", shfit=1)
 
 
 def install_plugin(tmp_path, monkeypatch, dist_name, entry_point):
-    """A fake installed distribution declaring ``entry_point`` in the group pyro_zoo.models, and
-    a registry that will run discovery again (restored after the test)."""
+    """A fake installed distribution declaring ``entry_point`` in the group pyro_zoo.models."""
     info = tmp_path / f"{dist_name}-0.1.dist-info"
     info.mkdir()
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist_name}\nVersion: 0.1\n")
     (info / "entry_points.txt").write_text(f"[pyro_zoo.models]\n{entry_point}\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    from zoo import registry
-
-    zoo.list_models()  # the built-in models are registered once, at first use
-    monkeypatch.setattr(registry, "_discovered", False)
-    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
 
 
-def test_entry_point_discovery(tmp_path, monkeypatch):
+def test_entry_point_discovery(tmp_path, monkeypatch, registry):
     """A package declaring the entry-point group `pyro_zoo.models` has its models found."""
     pkg = tmp_path / "zoo_plugin_demo.py"
     pkg.write_text(
@@ -172,12 +215,14 @@ def test_entry_point_discovery(tmp_path, monkeypatch):
     )
     install_plugin(tmp_path, monkeypatch, "zoo_plugin_demo", "demo = zoo_plugin_demo")
     monkeypatch.delitem(sys.modules, "zoo_plugin_demo", raising=False)
+    zoo.registry.rediscover()
     assert "plugin_demo" in zoo.list_models()
-    assert zoo.get_model("plugin_demo").engines == ("svi", "nuts", "hmc")
+    assert zoo.get_model("plugin_demo").engines == ("svi", "nuts", "hmc", "mh", "importance")
 
 
-def test_a_broken_plugin_warns_and_the_zoo_still_loads(tmp_path, monkeypatch):
+def test_a_broken_plugin_warns_and_the_zoo_still_loads(tmp_path, monkeypatch, registry):
     install_plugin(tmp_path, monkeypatch, "zoo_broken_demo", "broken = no_such_module_xyz")
     with pytest.warns(RuntimeWarning, match="could not load pyro_zoo.models entry point 'broken'"):
-        names = zoo.list_models()
+        zoo.registry.rediscover()
+    names = zoo.list_models()
     assert "three_coin" in names

@@ -9,7 +9,8 @@ from scipy.special import logsumexp
 from scipy.stats import norm
 
 import zoo
-from inference.enumeration import _empty_guide, enumerated
+from inference.discrete import empty_guide as _empty_guide
+from inference.discrete import enumerated
 
 ENTRY = zoo.get_model("gaussian_mixture")
 
@@ -30,7 +31,7 @@ def test_data_is_old_faithful():
 
 
 def test_em_is_monotone_and_matches_its_loglik(em_run):
-    trace = np.array(em_run.diagnostics["log_likelihood"])
+    trace = np.array(em_run.traces["log_likelihood"])
     assert np.all(np.diff(trace) >= -1e-9)
     est = em_run.extras["estimate"]
     y = ENTRY.load_data()["y"].numpy().astype(float)
@@ -68,7 +69,8 @@ def test_enum_at_em_estimate_is_the_exact_loglik(em_run):
     y = ENTRY.load_data()["y"].numpy().astype(float)
     exact = exact_loglik(y, *(est[k].double().numpy() for k in ("weights", "locs", "scales")))
     assert run.log_evidence == pytest.approx(exact, abs=2e-3)  # float32 sums over 272 points
-    assert run.diagnostics["conditional_on"] == ["weights", "locs", "scales"]
+    assert run.conditional_on == ("weights", "locs", "scales") and run.kind == "conditional"
+    assert run.evidence.kind == "conditional"
     support, probs = run.extras["marginals"]["z"]
     np.testing.assert_allclose(probs.sum(0), 1.0, atol=1e-5)
     np.testing.assert_allclose(probs.T, em_run.extras["responsibilities"], atol=1e-4)

@@ -16,9 +16,11 @@ import pytest
 
 import reports
 import zoo
-from inference import Run
-from inference.accuracy import comparison_table
-from zoo.api import Comparison
+from inference import Comparison, Evidence, Run
+from inference.arviz_io import make_run
+from zoo import sweep
+from zoo.api import comparison
+from zoo.sweep import plan_report
 
 # ----------------------------------------------------------------------------- helpers
 
@@ -83,18 +85,16 @@ def hand_comparison(failed_svi: bool = False) -> Comparison:
     else:
         rng = np.random.default_rng(0)
         draws = rng.normal(0.6, 0.05, size=(1, 400))
-        from inference import make_run
-
         svi = make_run(
             "svi",
             {"p": draws},
-            diagnostics={"final_elbo": -7.5, "elbo": list(np.linspace(-30, -7.5, 50))},
-            log_evidence=-7.5,
+            diagnostics={"final_elbo": -7.5},
+            traces={"elbo": list(np.linspace(-30, -7.5, 50))},
+            evidence=Evidence(-7.5, "lower_bound"),
         )
         svi.diagnostics.update(wall_time_s=1.0, pareto_k=0.9, is_log_evidence=-7.3)
-    runs = {"svi": svi, "exact": exact}
-    table = comparison_table(runs, truth, entry.compared_params())
-    return Comparison(entry, runs, table, truth, data)
+    assert truth is not None
+    return comparison(entry, {"svi": svi, "exact": exact}, data)
 
 
 def hand_table(engine_sd: float, engine_mean: float = 1.0) -> pd.DataFrame:
@@ -104,7 +104,7 @@ def hand_table(engine_sd: float, engine_mean: float = 1.0) -> pd.DataFrame:
             ("truth", "sd"),
             ("svi", "mean"),
             ("svi", "sd"),
-            ("svi", "std_err"),
+            ("svi", "error_in_sds"),
         ],
         names=["source", "stat"],
     )
@@ -122,18 +122,20 @@ def hand_table(engine_sd: float, engine_mean: float = 1.0) -> pd.DataFrame:
 @pytest.fixture(scope="module")
 def report_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("reports") / "r"
-    index = reports.write_report(["beta_bernoulli"], out=out, profile="smoke", progress=False)
+    index = zoo.report(["beta_bernoulli"], out=out, profile="smoke", progress=False)
     assert index == out / "index.html"
     return out
 
 
 def test_report_writes_every_file(report_dir: Path) -> None:
-    names = {p.name for p in report_dir.iterdir()}
+    names = {p.name for p in report_dir.iterdir() if not p.name.startswith(".")}
     expected = {"index.html", "index.md", "results.json", "results.csv"}
     expected |= {f"beta_bernoulli.{ext}" for ext in ("html", "md", "json", "csv")}
     assert names == expected
-    # nothing left beside the report
+    # nothing left beside the report, and nothing hidden inside it but the lock file
     assert [p.name for p in report_dir.parent.iterdir()] == ["r"]
+    hidden = {p.name for p in report_dir.iterdir() if p.name.startswith(".")}
+    assert hidden <= {".zoo.lock"}
 
 
 def test_model_json_numbers(report_dir: Path) -> None:
@@ -143,9 +145,9 @@ def test_model_json_numbers(report_dir: Path) -> None:
     assert page["truth"]["sd"]["p"] == pytest.approx(0.130744, abs=1e-6)
     assert set(page["runs"]) == {"svi", "nuts", "hmc", "exact"}
     assert all(r["status"] == "ok" for r in page["runs"].values())
-    assert isinstance(page["runs"]["svi"]["diagnostics"]["elbo"], list)
+    assert isinstance(page["runs"]["svi"]["traces"]["elbo"], list)
     (row,) = page["table"]
-    assert row["parameter"] == "p" and row["exact_std_err"] == pytest.approx(0.0, abs=1e-9)
+    assert row["parameter"] == "p" and row["exact_error_in_sds"] == pytest.approx(0.0, abs=1e-9)
     assert page["findings"] and all(
         f["level"] in ("good", "info", "warn", "bad") for f in page["findings"]
     )
@@ -158,7 +160,7 @@ def test_csv_and_results(report_dir: Path) -> None:
     results = json.loads((report_dir / "results.json").read_text())
     cells = results["models"]["beta_bernoulli"]["engines"]
     assert set(cells) == {"svi", "nuts", "hmc", "exact"}
-    assert cells["exact"]["worst_std_err"] == pytest.approx(0.0, abs=1e-9)
+    assert cells["exact"]["worst_error"] == pytest.approx(0.0, abs=1e-9)
     flat = pd.read_csv(report_dir / "results.csv")
     assert len(flat) == 4 and set(flat["status"]) == {"ok"}
 
@@ -167,7 +169,7 @@ def test_html_pages(report_dir: Path) -> None:
     page = (report_dir / "beta_bernoulli.html").read_text()
     c = check_html(page)
     assert sum(s.startswith("data:image/png;base64,") for s in c.images) >= 3  # density, ELBO, MCMC
-    assert "<table" in page and "std_err" in page
+    assert "<table" in page and "err (sds)" in page
     assert "0.6667" in page  # posterior table, rounded
     assert "Beta(a, b)" in page  # the generative story
     index = (report_dir / "index.html").read_text()
@@ -239,7 +241,7 @@ def test_failed_engine_is_a_failed_cell() -> None:
 
 
 def test_json_is_strict() -> None:
-    from reports.render import dumps
+    from inference.serialize import dumps
 
     text = dumps({"a": float("nan"), "b": np.float32(1.5), "c": np.arange(3), "d": (np.inf,)})
     assert json.loads(text) == {"a": None, "b": 1.5, "c": [0, 1, 2], "d": [None]}
@@ -268,8 +270,8 @@ def test_html_is_escaped() -> None:
         seed=0,
         generated="",
         versions={},
-        std_err_good=0.25,
-        std_err_bad=1.0,
+        error_good=0.25,
+        error_bad=1.0,
     )
     assert "<script>" not in html and "&lt;script&gt;" in html
 
@@ -279,36 +281,42 @@ def test_html_is_escaped() -> None:
 
 def test_unknown_profile(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="quick"):
-        reports.write_report(["beta_bernoulli"], out=tmp_path / "r", profile="huge")
+        zoo.report(["beta_bernoulli"], out=tmp_path / "r", profile="huge")
     assert list(tmp_path.iterdir()) == []
 
 
 def test_unknown_model_leaves_nothing(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="beta_bernoulli"):
-        reports.write_report(["beta_bernouli"], out=tmp_path / "r", profile="smoke")
+        zoo.report(["beta_bernouli"], out=tmp_path / "r", profile="smoke")
     assert list(tmp_path.iterdir()) == []
     with pytest.raises(ValueError, match="unknown option"):
-        reports.write_report("beta_bernoulli", out=tmp_path / "r", options={"svi": {"steps": 3}})
+        zoo.report("beta_bernoulli", out=tmp_path / "r", options={"svi": {"steps": 3}})
     assert list(tmp_path.iterdir()) == []
 
 
 def test_profiles_plan() -> None:
-    plan = reports.plan_report(["beta_bernoulli", "gaussian_mixture"], profile="quick")
+    def by_model(cells):
+        out = {}
+        for c in cells:
+            out.setdefault(c.model, {})[c.engine] = dict(c.options)
+        return out
+
+    plan = by_model(plan_report(["beta_bernoulli", "gaussian_mixture"], profile="quick"))
     assert plan["beta_bernoulli"]["svi"] == {"num_steps": 1000, "num_samples": 500, "jit": True}
     assert plan["beta_bernoulli"]["exact"] == {}
     # the model asks for more draws than the profile: the larger wins
     assert plan["gaussian_mixture"]["nuts"]["num_samples"] == 300
-    only = reports.plan_report(profile="smoke", engines=["exact", "em"])
+    only = by_model(plan_report(profile="smoke", engines=["exact", "em"]))
     assert {m: sorted(e) for m, e in only.items()} == {
         "beta_bernoulli": ["exact"],
         "gaussian_mixture": ["em"],
         "three_coin": ["em"],
     }
     with pytest.raises(ValueError, match="engines that apply"):
-        reports.plan_report(["beta_bernoulli", "three_coin"], engines=["exact"])
+        plan_report(["beta_bernoulli", "three_coin"], engines=["exact"])
     with pytest.raises(ValueError, match="unknown engine"):
-        reports.plan_report("three_coin", engines=["nutz"])
-    full = reports.plan_report("beta_bernoulli", profile="full", options={"svi": {"lr": 0.01}})
+        plan_report("three_coin", engines=["nutz"])
+    full = by_model(plan_report("beta_bernoulli", profile="full", options={"svi": {"lr": 0.01}}))
     assert full["beta_bernoulli"]["svi"]["lr"] == 0.01
     assert full["beta_bernoulli"]["nuts"]["num_samples"] == 1000
 
@@ -316,12 +324,12 @@ def test_profiles_plan() -> None:
 def test_atomic_and_merging(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cmp = hand_comparison()
 
-    def fake_compare(name, engines=None, **kwargs):
-        return Comparison(zoo.get_model(name), cmp.runs, cmp.table, cmp.truth, cmp.data)
+    def fake_cells(cells, seed, **kwargs):
+        return {(c.model, c.engine): cmp.runs.get(c.engine, cmp.runs["exact"]) for c in cells}
 
-    monkeypatch.setattr(zoo, "compare", fake_compare)
+    monkeypatch.setattr(sweep, "run_cells", fake_cells)
     out = tmp_path / "r"
-    reports.write_report(["beta_bernoulli"], out=out, profile="smoke")
+    zoo.report(["beta_bernoulli"], out=out, profile="smoke")
     before = {p.name: p.read_bytes() for p in out.iterdir()}
 
     def broken(*args, **kwargs):
@@ -329,12 +337,12 @@ def test_atomic_and_merging(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
 
     monkeypatch.setattr(reports, "render_index", broken)
     with pytest.raises(RuntimeError, match="disk full"):
-        reports.write_report(["three_coin"], out=out, profile="smoke")
+        zoo.report(["three_coin"], out=out, profile="smoke", engines=["em"])
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # untouched
     assert [p.name for p in tmp_path.iterdir()] == ["r"]  # no temporary directory left
     monkeypatch.undo()
-    monkeypatch.setattr(zoo, "compare", fake_compare)
-    reports.write_report(["three_coin"], out=out, profile="smoke")
+    monkeypatch.setattr(sweep, "run_cells", fake_cells)
+    zoo.report(["three_coin"], out=out, profile="smoke", engines=["em"])
     results = json.loads((out / "results.json").read_text())
     assert sorted(results["models"]) == ["beta_bernoulli", "three_coin"]  # earlier page kept
     assert (out / "beta_bernoulli.html").read_bytes() == before["beta_bernoulli.html"]
@@ -343,7 +351,7 @@ def test_atomic_and_merging(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
 def test_findings_without_truth_use_converged_mcmc() -> None:
     cols = pd.MultiIndex.from_tuples(
         [("truth", "mean"), ("truth", "sd")]
-        + [(e, s) for e in ("svi", "nuts") for s in ("mean", "sd", "std_err")],
+        + [(e, s) for e in ("svi", "nuts") for s in ("mean", "sd", "error_in_sds")],
         names=["source", "stat"],
     )
     nan = float("nan")

@@ -7,19 +7,34 @@ inference engines and compared against the ground truth.
 >>> run = zoo.run("beta_bernoulli", "exact")
 """
 
-from inference import GroundTruth, Run, ZooError
+from inference import (
+    Comparison,
+    Draws,
+    Estimate,
+    Evidence,
+    Factors,
+    GroundTruth,
+    Run,
+    ZooError,
+)
 
-from .api import Comparison, compare, report, run
-from .registry import ModelEntry, get_model, list_models, register, unregister
+from .api import compare, run
+from .registry import ModelEntry, get_model, isolated, list_models, register, unregister
+from .sweep import report
 
 __all__ = [
     "Comparison",
+    "Draws",
+    "Estimate",
+    "Evidence",
+    "Factors",
     "GroundTruth",
     "ModelEntry",
     "Run",
     "ZooError",
     "compare",
     "get_model",
+    "isolated",
     "list_models",
     "register",
     "report",

@@ -8,31 +8,28 @@ import traceback
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-import pandas as pd
 import pyro
 
 from inference import (
     GENERIC_ENGINES,
+    Comparison,
     EngineContext,
-    GroundTruth,
     Run,
     ZooError,
     check_options,
     inspect_model,
 )
 from inference.accuracy import comparison_table
+from inference.results import one_line
+from inference.runtime import seeded, threads
 
 from .registry import ModelEntry, get_model
+from .validation import check_data
 
 
-def _entry(name_or_entry: str | ModelEntry) -> ModelEntry:
-    return name_or_entry if isinstance(name_or_entry, ModelEntry) else get_model(name_or_entry)
-
-
-def _check_seed(seed: Any) -> int:
+def check_seed(seed: Any) -> int:
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ZooError(f"seed must be a non-negative integer, got {seed!r}")
     return seed
@@ -60,12 +57,15 @@ def prepare(
     **options: Any,
 ) -> Prepared:
     """Validate model, engine, data and options; raise :class:`ZooError` on the first problem."""
-    entry = _entry(name_or_entry)
-    seed = _check_seed(seed)
+    entry = get_model(name_or_entry)
+    seed = check_seed(seed)
     if not isinstance(engine, str):
         raise ZooError(f"engine must be a name, got {engine!r}")
     spec = entry.engine_spec(engine)
-    checked = entry.check_data(data) if data is not None else entry.load_data()
+    if data is None:
+        checked = entry.load_data()
+    else:
+        checked = check_data(entry.name, entry.model, entry.load_data(), data)
     opts = check_options(spec, {**entry.engine_options.get(engine, {}), **options})
     if progress is None:
         progress = sys.stderr.isatty()
@@ -73,33 +73,33 @@ def prepare(
 
 
 def execute(p: Prepared) -> Run:
-    """Run a prepared request. Numerical failures give a failed Run, never an exception."""
+    """Run a prepared request: seeded from its seed, one torch thread, timed. Numerical
+    failures give a failed Run, never an exception; the caller's random state is restored."""
     entry, spec = p.entry, p.entry.engine_spec(p.engine)
     pyro.clear_param_store()
-    pyro.set_rng_seed(p.seed)
     start = time.perf_counter()
-    try:
-        if spec.generic:
-            structure = inspect_model(entry.model, p.data)
+    with seeded(p.seed), threads(1):
+        try:
             ctx = EngineContext(
-                entry.name, entry.model, entry.guide, p.data, structure, p.seed, p.progress
+                entry.name,
+                entry.model,
+                entry.guide,
+                p.data,
+                inspect_model(entry.model, p.data),
+                p.seed,
+                p.progress,
             )
             result = spec.fn(ctx, **p.options)
-        else:
-            result = spec.fn(p.data, seed=p.seed, progress=p.progress, **p.options)
-    except ZooError:
-        raise
-    except Exception as e:  # noqa: BLE001 - recorded in the Run, never lost
-        first = (str(e).strip().splitlines() or [""])[0]
-        reason = f"{type(e).__name__}: {first}"
-        warnings.warn(f"{entry.name}/{p.engine} failed: {reason}", RuntimeWarning, stacklevel=3)
-        result = Run(engine=p.engine, status="failed", error=reason)
-        result.extras["traceback"] = traceback.format_exc()
+        except ZooError:
+            raise
+        except Exception as e:  # noqa: BLE001 - recorded in the Run, never lost
+            reason = one_line(e)
+            warnings.warn(f"{entry.name}/{p.engine} failed: {reason}", RuntimeWarning, stacklevel=3)
+            result = Run(engine=p.engine, status="failed", error=reason)
+            result.extras["traceback"] = traceback.format_exc()
     result.engine = p.engine
     result.model, result.seed, result.options = entry.name, p.seed, dict(p.options)
     result.diagnostics["wall_time_s"] = time.perf_counter() - start
-    if result.log_evidence is not None:
-        result.diagnostics.setdefault("log_evidence", result.log_evidence)
     return result
 
 
@@ -122,20 +122,6 @@ def run(
     )
 
 
-@dataclass
-class Comparison:
-    """Runs of several engines on one model, and the parameter x engine table against the truth."""
-
-    entry: ModelEntry
-    runs: dict[str, Run]
-    table: pd.DataFrame
-    truth: GroundTruth | None
-    data: dict[str, Any]
-
-    def __repr__(self) -> str:
-        return f"Comparison({self.entry.name!r}, engines={list(self.runs)})"
-
-
 def split_options(
     entry: ModelEntry, engines: Sequence[str], options: Mapping[str, Any]
 ) -> dict[str, dict[str, Any]]:
@@ -156,6 +142,13 @@ def split_options(
     return per
 
 
+def comparison(entry: ModelEntry, runs: Mapping[str, Run], data: Mapping[str, Any]) -> Comparison:
+    """The Comparison of finished runs of one model on ``data``."""
+    truth = entry.ground_truth(data)
+    table = comparison_table(runs, truth, entry.compared_params())
+    return Comparison(entry.info(), dict(runs), table, truth, dict(data))
+
+
 def compare(
     name_or_entry: str | ModelEntry,
     engines: Sequence[str] | None = None,
@@ -167,7 +160,7 @@ def compare(
 ) -> Comparison:
     """Run several engines (default: every engine that applies) on one model and tabulate them
     against the ground truth. A failed engine is recorded, never raised."""
-    entry = _entry(name_or_entry)
+    entry = get_model(name_or_entry)
     engines = list(engines) if engines is not None else list(entry.engines)
     if not engines:
         raise ZooError("compare needs at least one engine")
@@ -176,22 +169,4 @@ def compare(
         prepare(entry, e, data=data, seed=seed, progress=progress, **per[e]) for e in engines
     ]
     runs = {p.engine: execute(p) for p in prepared}
-    used = prepared[0].data
-    truth = entry.ground_truth(used)
-    table = comparison_table(runs, truth, entry.compared_params())
-    return Comparison(entry, runs, table, truth, used)
-
-
-def report(
-    names: Sequence[str] | None = None,
-    *,
-    out: str | Path,
-    profile: str = "quick",
-    seed: int = 0,
-    progress: bool | None = None,
-) -> Path:
-    """Write ``out/index.html`` and one page per model (HTML, Markdown, JSON/CSV beside).
-    Returns the index path."""
-    from reports import write_report
-
-    return write_report(names, out=out, profile=profile, seed=seed, progress=progress)
+    return comparison(entry, runs, prepared[0].data)

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import os
-import shutil
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -68,35 +66,31 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 def _write_run(run: Any, out: Path) -> None:
     """InferenceData (netCDF), summary CSV and diagnostics JSON, written atomically."""
-    from reports.render import dumps
+    from inference.serialize import dumps, run_record
+    from zoo.files import locked, write_atomically
 
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
-    try:
-        if run.idata is not None:
-            run.idata.to_netcdf(str(tmp / "idata.nc"))
-        run.summary.to_csv(tmp / "summary.csv")
-        meta = {
-            "model": run.model,
-            "engine": run.engine,
-            "seed": run.seed,
-            "status": run.status,
-            "error": run.error,
-            "log_evidence": run.log_evidence,
-            "options": run.options,
-            "diagnostics": run.diagnostics,
-        }
-        (tmp / "diagnostics.json").write_text(dumps(meta))
-        out.mkdir(exist_ok=True)
-        for f in tmp.iterdir():
-            os.replace(f, out / f.name)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    files: dict[str, str | bytes] = {
+        "summary.csv": run.summary.to_csv(),
+        "diagnostics.json": dumps(run_record(run)),
+    }
+    if run.idata is not None:
+        files["idata.nc"] = _netcdf_bytes(run.idata)
+    with locked(out):
+        write_atomically(out, files)
+
+
+def _netcdf_bytes(idata: Any) -> bytes:
+    """InferenceData as netCDF bytes (written through a temporary file)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "idata.nc"
+        idata.to_netcdf(str(path))
+        return path.read_bytes()
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     import zoo
     from zoo.api import execute, prepare
+    from zoo.files import check_writable
 
     prepared = prepare(
         args.name,
@@ -105,6 +99,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         progress=not args.quiet,
         **_parse_options(args.option),
     )
+    out = check_writable(args.out) if args.out else None
     run = execute(prepared)
     if not run.ok:
         print(f"zoo: {args.name}/{args.engine} failed: {run.error}", file=sys.stderr)
@@ -113,12 +108,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(run.summary[cols].head(30).to_string(float_format=lambda v: f"{v:.6g}"))
     if len(run.summary) > 30:
         print(f"... {len(run.summary) - 30} more rows")
-    from reports.render import dumps
+    from inference.serialize import dumps
 
     shown = {k: v for k, v in run.diagnostics.items() if not isinstance(v, list)}
     print(dumps(shown), end="")
     if args.out:
-        _write_run(run, Path(args.out))
+        _write_run(run, out)
         print(f"wrote {args.out}/idata.nc, summary.csv, diagnostics.json")
     del zoo
     return 0

@@ -7,53 +7,105 @@ are discovered through the entry-point group ``pyro_zoo.models``: each entry poi
 
 from __future__ import annotations
 
+import contextlib
 import difflib
+import importlib
 import inspect
 import threading
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import Any
 
-import numpy as np
-import pyro
 import torch
 
-from inference import GENERIC_ENGINES, EngineSpec, GroundTruth, ZooError, inspect_model
-from inference.engines import reference_spec
-from inference.structure import ModelStructure
+from inference import (
+    GENERIC_ENGINES,
+    EngineSpec,
+    GroundTruth,
+    ModelInfo,
+    ModelStructure,
+    ZooError,
+    exact_spec,
+    inspect_model,
+    reference_spec,
+    truth_from_distributions,
+)
+from inference.reference import describe_distributions, in_float64
 
 ENTRY_POINT_GROUP = "pyro_zoo.models"
+RESERVED = frozenset(GENERIC_ENGINES) | {"exact"}
 
 _REGISTRY: dict[str, ModelEntry] = {}
 _LOCK = threading.RLock()
 _discovered = False
 
+DataSource = Mapping[str, Any] | Callable[[int], Mapping[str, Any]]
 
-@dataclass
+
+@dataclass(eq=False)
 class ModelEntry:
-    """A registered model: the Pyro model/guide pair, its default data and its ground truth.
+    """A registered model: the Pyro model/guide pair, its default data, its ground truth and its
+    reference algorithms. Calling the entry calls the model.
 
-    ``reference_engines`` maps a model-specific engine name (``exact``, ``em``, ...) to a function
-    ``fn(data, *, seed, progress, **options) -> Run``. ``params`` are the sites that comparison
-    tables show (default: every continuous latent site). ``engine_options`` are per-engine
-    defaults for this model (for example a learning rate that suits its scale).
+    The zoo's own models add their parts with decorators on the entry::
+
+        @beta_bernoulli.set_guide          # the hand-written guide
+        @beta_bernoulli.posterior          # closed form: ground truth and the `exact` engine
+        @three_coin.truth                  # ground truth only (quadrature, brute force)
+        @three_coin.reference("em")        # a reference algorithm, returning plain data
     """
 
     name: str
     model: Callable[..., Any]
-    data_source: Mapping[str, Any] | Callable[[int], Mapping[str, Any]]
+    data_source: DataSource
     guide: Callable[..., Any] | None = None
-    ground_truth_fn: Callable[[Mapping[str, Any]], GroundTruth | None] | None = None
+    ground_truth_fn: Callable[..., GroundTruth | None] | None = None
+    posterior_fn: Callable[..., Any] | None = None
+    references: dict[str, Callable[..., Any]] = field(default_factory=dict)
     generic_engines: tuple[str, ...] | None = None
-    reference_engines: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
     params: tuple[str, ...] | None = None
     engine_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     seed_ref: str = ""
     doc: str = ""
     _structure: ModelStructure | None = field(default=None, repr=False)
-    _reference: dict[str, Any] | None = field(default=None, repr=False)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.model(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"ModelEntry({self.name!r}, engines={list(self.engines)})"
+
+    # ------------------------------------------------------------ decorators
+    def set_guide(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """Decorator: the model's hand-written guide (same arguments as the model)."""
+        self.guide = _callable("guide", fn)
+        return fn
+
+    def posterior(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """Decorator: the closed-form posterior, ``fn(**data) -> ({site: distribution},
+        log_evidence)``. It gives both the ground truth and the ``exact`` engine."""
+        self.posterior_fn = _callable("posterior", fn)
+        return fn
+
+    def truth(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """Decorator: the ground truth, ``fn(**data) -> GroundTruth | None``, for a model whose
+        exact answer is not a closed-form distribution (quadrature, brute force)."""
+        self.ground_truth_fn = _callable("truth", fn)
+        return fn
+
+    def reference(self, engine: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """Decorator: a reference algorithm registered as engine ``engine``. It takes the model's
+        keyword arguments plus keyword-only options and returns an ``Estimate``, ``Draws`` or
+        ``Factors``."""
+        _check_reference_name(engine)
+
+        def add(fn: Callable[..., Any]) -> Callable[..., Any]:
+            self.references[engine] = _callable(f"reference engine {engine!r}", fn)
+            return fn
+
+        return add
 
     # ----------------------------------------------------------------- data
     def load_data(self, seed: int = 0) -> dict[str, Any]:
@@ -64,9 +116,13 @@ class ModelEntry:
 
     def ground_truth(self, data: Mapping[str, Any] | None = None) -> GroundTruth | None:
         """Exact posterior moments / densities / log evidence for ``data`` (None if unknown)."""
-        if self.ground_truth_fn is None:
-            return None
-        return self.ground_truth_fn(self.load_data() if data is None else data)
+        data = self.load_data() if data is None else data
+        if self.posterior_fn is not None:
+            dists, log_z = in_float64(self.posterior_fn, data)
+            return truth_from_distributions(dists, log_z, describe_distributions(dists))
+        if self.ground_truth_fn is not None:
+            return self.ground_truth_fn(**data)
+        return None
 
     @property
     def description(self) -> str:
@@ -80,24 +136,47 @@ class ModelEntry:
         return self._structure
 
     def compared_params(self) -> tuple[str, ...]:
-        return self.params if self.params is not None else self.structure.continuous
+        """Sites compared in tables: the registered ``params``, else every latent site except
+        discrete ones with one value per observation."""
+        if self.params is not None:
+            return self.params
+        return self.structure.continuous
+
+    def info(self) -> ModelInfo:
+        return ModelInfo(
+            name=self.name,
+            description=self.description,
+            doc=self.doc.strip(),
+            seed_ref=self.seed_ref,
+            engines=self.engines,
+            params=tuple(self.compared_params()),
+            discrete=self.structure.discrete,
+        )
 
     # -------------------------------------------------------------- engines
+    @property
+    def reference_engines(self) -> dict[str, EngineSpec]:
+        specs = {}
+        if self.posterior_fn is not None:
+            specs["exact"] = exact_spec(self.posterior_fn)
+        specs.update({k: reference_spec(k, fn) for k, fn in self.references.items()})
+        return specs
+
     @property
     def engines(self) -> tuple[str, ...]:
         """Engines that apply: generic ones first, then the model's reference engines."""
         names = self.generic_engines if self.generic_engines is not None else GENERIC_ENGINES
+        has_guide = self.guide is not None
         generic = tuple(
-            n
-            for n in names
-            if GENERIC_ENGINES[n].not_applicable(self.structure, self.guide is not None) is None
+            n for n in names if GENERIC_ENGINES[n].not_applicable(self.structure, has_guide) is None
         )
         return generic + tuple(self.reference_engines)
 
     def engine_spec(self, engine: str) -> EngineSpec:
         """The engine's spec; unknown or inapplicable engines are a clear error."""
-        if engine in self.reference_engines:
-            return reference_spec(engine, self.reference_engines[engine])
+        refs = self.reference_engines
+        if engine in refs:
+            return refs[engine]
         if engine in GENERIC_ENGINES:
             reason = GENERIC_ENGINES[engine].not_applicable(self.structure, self.guide is not None)
             if reason is None and (self.generic_engines is None or engine in self.generic_engines):
@@ -107,225 +186,143 @@ class ModelEntry:
                 f"engine {engine!r} does not apply to model {self.name!r} ({reason}); "
                 f"engines that apply: {', '.join(self.engines)}"
             )
-        known = list(GENERIC_ENGINES) + list(self.reference_engines)
-        close = difflib.get_close_matches(engine, known, n=3, cutoff=0.5)
+        known = list(GENERIC_ENGINES) + list(refs)
+        close = difflib.get_close_matches(str(engine), known, n=3, cutoff=0.5)
         hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
         raise ZooError(
             f"unknown engine {engine!r} for model {self.name!r}{hint} "
             f"(engines that apply: {', '.join(self.engines)})"
         )
 
-    # ---------------------------------------------------------- validation
-    def check_data(self, data: Mapping[str, Any]) -> dict[str, Any]:
-        """Validate user data against the default dataset and the model's supports.
 
-        Every key of the default data must be present with the same number of dimensions and the
-        same trailing shape (the first dimension, the number of observations, may differ); numbers
-        must be finite and inside the support of the site that observes them.
-        """
-        if not isinstance(data, Mapping):
-            raise ZooError(f"data must be a dict of keyword arguments, got {type(data).__name__}")
-        if self._reference is None:
-            self._reference = self.load_data()
-        ref = self._reference
-        unknown = sorted(set(data) - set(ref))
-        if unknown:
-            raise ZooError(
-                f"unknown data key(s) {unknown} for model {self.name!r}; it takes {sorted(ref)}"
-            )
-        out: dict[str, Any] = {}
-        for key, expected in ref.items():
-            if key not in data:
-                raise ZooError(
-                    f"data for model {self.name!r} is missing {key!r} "
-                    f"(expected {_describe(expected)})"
-                )
-            out[key] = _coerce(key, data[key], expected)
-        self._check_support(out)
-        return out
-
-    def _check_support(self, data: dict[str, Any]) -> None:
-        import pyro.poutine as poutine
-
-        try:
-            with pyro.validation_enabled(False), torch.no_grad():
-                trace = poutine.trace(poutine.block(self.model, hide_types=["param"])).get_trace(
-                    **data
-                )
-        except Exception as e:  # the model itself rejects the data (shapes that don't broadcast)
-            raise ZooError(f"data does not fit model {self.name!r}: {e}") from None
-        for name, site in trace.nodes.items():
-            if site["type"] != "sample" or not site["is_observed"]:
-                continue
-            fn, value = site["fn"], site["value"]
-            try:
-                inside = bool(fn.support.check(value).all())
-            except Exception:  # noqa: BLE001 - constraint cannot be checked on this value
-                inside = True
-            if not inside:
-                raise ZooError(
-                    f"observed site {name!r} of model {self.name!r} has values outside its "
-                    f"support ({fn.support})"
-                )
-            want = tuple(fn.batch_shape + fn.event_shape)
-            if tuple(value.shape) != want and want:
-                raise ZooError(
-                    f"observed site {name!r} of model {self.name!r} has shape "
-                    f"{tuple(value.shape)}; expected {want}"
-                )
+def _callable(what: str, fn: Any) -> Any:
+    if not callable(fn):
+        raise ValueError(f"{what} must be a function, got {type(fn).__name__}")
+    return fn
 
 
-def _describe(v: Any) -> str:
-    if isinstance(v, torch.Tensor):
-        dims = ", ".join(["N", *map(str, v.shape[1:])]) if v.ndim else ""
-        trail = "," if v.ndim == 1 else ""
-        return f"a {v.dtype} tensor of shape ({dims}{trail})"
-    return f"a {type(v).__name__}"
-
-
-def _coerce(key: str, value: Any, expected: Any) -> Any:
-    if not isinstance(expected, torch.Tensor):
-        if type(expected) in (int, float) and isinstance(value, bool):
-            raise ZooError(f"data[{key!r}] must be {_describe(expected)}, got {value!r}")
-        if isinstance(expected, int) and isinstance(value, (int, np.integer)):
-            return int(value)
-        if isinstance(expected, float) and isinstance(value, (int, float, np.number)):
-            return float(value)
-        if type(value) is not type(expected):
-            raise ZooError(
-                f"data[{key!r}] must be {_describe(expected)}, got {type(value).__name__}"
-            )
-        return value
-    arr = value.detach().cpu().numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
-    if arr.dtype.kind not in "biuf":
-        raise ZooError(
-            f"data[{key!r}] has dtype {arr.dtype}; expected numbers ({_describe(expected)})"
+def _check_reference_name(engine: Any) -> None:
+    if not isinstance(engine, str) or not engine.isidentifier():
+        raise ValueError(f"engine names are Python identifiers, got {engine!r}")
+    if engine in RESERVED:
+        raise ValueError(
+            f"reference engine name {engine!r} clashes with "
+            + ("a generic engine" if engine in GENERIC_ENGINES else "the closed-form posterior's")
         )
-    if arr.dtype.kind == "f" and not np.isfinite(arr).all():
-        bad = "NaN" if np.isnan(arr).any() else "inf"
-        raise ZooError(f"data[{key!r}] contains {bad} ({int((~np.isfinite(arr)).sum())} values)")
-    shape_ok = arr.ndim == expected.ndim and arr.shape[1:] == tuple(expected.shape[1:])
-    if expected.ndim == 0:
-        shape_ok = arr.ndim == 0
-    if not shape_ok:
-        raise ZooError(f"data[{key!r}] has shape {arr.shape}; expected {_describe(expected)}")
-    if arr.ndim and arr.shape[0] == 0:
-        raise ZooError(f"data[{key!r}] is empty")
-    if expected.dtype.is_floating_point is False and arr.dtype.kind == "f":
-        if not np.all(arr == np.round(arr)):
-            raise ZooError(f"data[{key!r}] must hold integers ({_describe(expected)})")
-    return torch.as_tensor(arr).to(expected.dtype)
 
 
 # --------------------------------------------------------------------- registration
-def _add(entry: ModelEntry) -> ModelEntry:
-    with _LOCK:
-        if entry.name in _REGISTRY:
-            raise ValueError(f"a model named {entry.name!r} is already registered")
-        _REGISTRY[entry.name] = entry
-    return entry
-
-
 def register(
-    name: str,
+    name: str | None = None,
     *,
     model: Callable[..., Any] | None = None,
-    data: Mapping[str, Any] | Callable[[int], Mapping[str, Any]] | None = None,
+    data: DataSource | None = None,
     guide: Callable[..., Any] | None = None,
     engines: Sequence[str] | None = None,
-    ground_truth: Callable[[Mapping[str, Any]], GroundTruth | None] | None = None,
-    reference_engines: Mapping[str, Callable[..., Any]] | None = None,
+    ground_truth: Callable[..., GroundTruth | None] | None = None,
+    posterior: Callable[..., Any] | None = None,
+    references: Mapping[str, Callable[..., Any]] | None = None,
     params: Sequence[str] | None = None,
     engine_options: Mapping[str, Mapping[str, Any]] | None = None,
     seed_ref: str = "",
     doc: str | None = None,
+    replace: bool = False,
 ) -> Any:
-    """Register a model under ``name``.
+    """Register a model; the one registration form.
 
-    As a function: ``register(name, model=..., data=...)`` returns the :class:`ModelEntry`.
-    As a class decorator: ``@register(name)`` on a class whose attributes are ``model``,
-    ``data`` (dict or method ``seed -> dict``) and optionally ``guide``, ``ground_truth``,
-    ``engines``, ``reference_engines``, ``params``, ``engine_options``, ``seed_ref``; the class
-    docstring (or ``model``'s) is the entry's documentation. A duplicate name is an error.
+    As a plain call, for a model written anywhere: ``register("coin", model=fn, data={...})``
+    returns the :class:`ModelEntry`. As a decorator on the model function, for the zoo's own
+    models: ``@register(data={...}, seed_ref="000 §2.1.3")`` (the name defaults to the function's)
+    returns the entry, whose decorators add the guide, posterior, truth and reference engines.
+
+    ``data``: a dict of keyword arguments for the model, or a function ``seed -> dict``.
+    ``ground_truth``: ``fn(**data) -> GroundTruth``; ``posterior``: ``fn(**data) -> ({site:
+    distribution}, log_evidence)``; ``references``: engine name -> ``fn(**data, **options)``
+    returning plain data (see :mod:`inference.outputs`). ``engines`` restricts the generic
+    engines (default: every one that applies). ``replace=True`` replaces a model of the same name
+    (re-running a notebook cell); otherwise a duplicate name is an error.
     """
-    if not isinstance(name, str) or not name.isidentifier():
+    if name is not None and (not isinstance(name, str) or not name.isidentifier()):
         raise ValueError(f"model names are Python identifiers, got {name!r}")
+    if data is None:
+        raise ValueError(
+            f"register({name or ''!r}) needs data=... (a dict or a function seed -> dict)"
+        )
+    if not (isinstance(data, Mapping) or callable(data)):
+        raise ValueError(
+            f"data must be a dict or a function seed -> dict, got {type(data).__name__}"
+        )
     if engines is not None:
         bad = [e for e in engines if e not in GENERIC_ENGINES]
         if bad:
             raise ValueError(
                 f"unknown generic engine(s) {bad}; generic engines are {list(GENERIC_ENGINES)} "
-                "(model-specific ones go in reference_engines)"
+                "(model-specific ones are reference engines)"
             )
-    if model is None:
-        if data is not None or guide is not None:
-            raise ValueError("register(name, data=..., guide=...) needs model=...")
+    for eng in references or {}:
+        _check_reference_name(eng)
 
-        def decorator(cls: type) -> type:
-            obj = cls()
-            attrs = {
-                a: getattr(obj, a, None)
-                for a in (
-                    "model",
-                    "data",
-                    "guide",
-                    "ground_truth",
-                    "engines",
-                    "reference_engines",
-                    "params",
-                    "engine_options",
-                    "seed_ref",
-                )
-            }
-            if attrs["model"] is None or attrs["data"] is None:
-                raise ValueError(f"class {cls.__name__} needs a `model` and `data` to register")
-            register(
-                name,
-                model=attrs["model"],
-                data=attrs["data"],
-                guide=attrs["guide"],
-                engines=attrs["engines"],
-                ground_truth=attrs["ground_truth"],
-                reference_engines=attrs["reference_engines"],
-                params=attrs["params"],
-                engine_options=attrs["engine_options"],
-                seed_ref=attrs["seed_ref"] or "",
-                doc=inspect.getdoc(cls) or inspect.getdoc(attrs["model"]) or "",
-            )
-            cls.zoo_entry = _REGISTRY[name]
-            return cls
-
-        return decorator
-    if data is None:
-        raise ValueError(f"register({name!r}) needs data=... (a dict or a function seed -> dict)")
-    if not callable(model) or (guide is not None and not callable(guide)):
-        raise ValueError("model and guide must be callables")
-    for eng, fn in (reference_engines or {}).items():
-        if not callable(fn):
-            raise ValueError(f"reference engine {eng!r} must be a function")
-        if eng in GENERIC_ENGINES:
-            raise ValueError(f"reference engine name {eng!r} clashes with a generic engine")
-    return _add(
-        ModelEntry(
-            name=name,
-            model=model,
+    def make(fn: Callable[..., Any], entry_name: str) -> ModelEntry:
+        entry = ModelEntry(
+            name=entry_name,
+            model=_callable("model", fn),
             data_source=data,
-            guide=guide,
-            ground_truth_fn=ground_truth,
+            guide=None if guide is None else _callable("guide", guide),
+            ground_truth_fn=None
+            if ground_truth is None
+            else _callable("ground_truth", ground_truth),
+            posterior_fn=None if posterior is None else _callable("posterior", posterior),
+            references={
+                k: _callable(f"reference engine {k!r}", f) for k, f in (references or {}).items()
+            },
             generic_engines=tuple(engines) if engines is not None else None,
-            reference_engines=dict(reference_engines or {}),
             params=tuple(params) if params is not None else None,
             engine_options={k: dict(v) for k, v in (engine_options or {}).items()},
             seed_ref=seed_ref,
-            doc=doc if doc is not None else (inspect.getdoc(model) or ""),
+            doc=doc if doc is not None else (inspect.getdoc(fn) or ""),
         )
-    )
+        return _add(entry, replace)
+
+    if model is not None:
+        if name is None:
+            raise ValueError("register(name, model=...) needs a name")
+        return make(model, name)
+
+    def decorator(fn: Callable[..., Any]) -> ModelEntry:
+        return make(fn, name or fn.__name__)
+
+    return decorator
+
+
+def _add(entry: ModelEntry, replace: bool = False) -> ModelEntry:
+    with _LOCK:
+        if entry.name in _REGISTRY and not replace:
+            raise ValueError(
+                f"a model named {entry.name!r} is already registered "
+                "(register(..., replace=True) replaces it)"
+            )
+        _REGISTRY[entry.name] = entry
+    return entry
 
 
 def unregister(name: str) -> None:
     """Remove a model (for tests and interactive work)."""
     with _LOCK:
         _REGISTRY.pop(name, None)
+
+
+@contextlib.contextmanager
+def isolated() -> Iterator[None]:
+    """Models registered inside the block are forgotten after it (the built-in ones stay)."""
+    _discover()
+    with _LOCK:
+        saved = dict(_REGISTRY)
+    try:
+        yield
+    finally:
+        with _LOCK:
+            _REGISTRY.clear()
+            _REGISTRY.update(saved)
 
 
 def _discover() -> None:
@@ -337,7 +334,7 @@ def _discover() -> None:
         if _discovered:
             return
         _discovered = True
-        import zoo.models  # noqa: F401  (registers the built-in models)
+        importlib.import_module("zoo.models")  # importing the package registers the built-ins
 
         for ep in entry_points(group=ENTRY_POINT_GROUP):
             try:
@@ -352,8 +349,16 @@ def _discover() -> None:
                 continue
             if isinstance(obj, ModelEntry) and obj.name not in _REGISTRY:
                 _add(obj)
-            elif callable(obj) and not isinstance(obj, type):
+            elif callable(obj) and not isinstance(obj, type | ModelEntry):
                 obj()
+
+
+def rediscover() -> None:
+    """Look for entry points again (after installing a plugin in a running session)."""
+    global _discovered
+    with _LOCK:
+        _discovered = False
+    _discover()
 
 
 def list_models() -> list[str]:
@@ -362,11 +367,11 @@ def list_models() -> list[str]:
     return sorted(_REGISTRY)
 
 
-def get_model(name: str) -> ModelEntry:
+def get_model(name: str | ModelEntry) -> ModelEntry:
     """The entry registered as ``name``; an unknown name is a ValueError naming close matches."""
-    _discover()
     if isinstance(name, ModelEntry):
         return name
+    _discover()
     try:
         return _REGISTRY[name]
     except (KeyError, TypeError):

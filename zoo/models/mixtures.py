@@ -14,13 +14,17 @@ from pyro.ops.indexing import Vindex
 from scipy.special import logsumexp
 from tqdm.auto import tqdm
 
+import zoo
 from datasets import load_faithful
-from inference import GroundTruth, Run, ZooError, point_run
-from zoo.registry import register
 
 # ------------------------------------------------------------------------------ three_coin
 
 
+@zoo.register(
+    data={"y": torch.tensor([1.0, 1, 0, 1, 0, 0, 1, 0, 1, 1])},
+    params=("pi", "p", "q", "z"),
+    seed_ref="001 §1.1, Example 1",
+)
 def three_coin(y: torch.Tensor) -> None:
     r"""Three-coin model: coin A picks which of coins B and C is tossed; only the toss is seen.
 
@@ -40,12 +44,13 @@ def three_coin(y: torch.Tensor) -> None:
     pi = pyro.sample("pi", dist.Beta(1.0, 1.0))
     p = pyro.sample("p", dist.Beta(1.0, 1.0))
     q = pyro.sample("q", dist.Beta(1.0, 1.0))
-    with pyro.plate("tosses", y.shape[0]):
+    with pyro.plate("tosses", len(y)):
         z = pyro.sample("z", dist.Bernoulli(pi))
         pyro.sample("y", dist.Bernoulli(q + z * (p - q)), obs=y)
 
 
-def three_coin_guide(y: torch.Tensor) -> None:
+@three_coin.set_guide
+def _(y: torch.Tensor) -> None:
     """Mean-field Beta factors for pi, p and q; z is enumerated exactly in the model."""
     for name in ("pi", "p", "q"):
         conc = pyro.param(
@@ -80,29 +85,24 @@ def three_coin_em_steps(
     return np.array([pi, p, q]), trace, mu
 
 
-def three_coin_em(
-    data: Mapping[str, Any],
+@three_coin.reference("em")
+def _(
+    y: torch.Tensor,
     *,
-    seed: int = 0,
-    progress: bool = False,
     init: Sequence[float] = (0.5, 0.5, 0.5),
     max_iter: int = 100,
     tol: float = 1e-12,
-) -> Run:
+) -> zoo.Estimate:
     """EM for (pi, p, q) (seed 001 §1.1, eqs (4)-(5)): maximum likelihood, sensitive to ``init``."""
     init = tuple(float(v) for v in init)
     if len(init) != 3 or not all(0.0 < v < 1.0 for v in init):
-        raise ZooError(f"init must be three probabilities (pi, p, q) in (0, 1), got {init}")
-    y = np.asarray(data["y"], dtype=float)
-    theta, trace, mu = three_coin_em_steps(y, init, max_iter, tol)
-    est = dict(zip(("pi", "p", "q"), theta, strict=True))
-    return point_run(
-        "em",
-        est,
-        observed_data=data,
+        raise zoo.ZooError(f"init must be three probabilities (pi, p, q) in (0, 1), got {init}")
+    theta, trace, mu = three_coin_em_steps(y.double().numpy(), init, max_iter, tol)
+    return zoo.Estimate(
+        dict(zip(("pi", "p", "q"), theta, strict=True)),
+        traces={"log_likelihood": trace},
         log_evidence=trace[-1],
-        diagnostics={"log_likelihood": trace, "iterations": len(trace) - 1, "init": list(init)},
-        extras={"responsibilities": mu},
+        extras={"responsibilities": mu, "init": list(init)},
     )
 
 
@@ -111,14 +111,15 @@ def _gauss_legendre(m: int) -> tuple[np.ndarray, np.ndarray]:
     return (x + 1) / 2, w / 2
 
 
-def three_coin_truth(data: Mapping[str, Any]) -> GroundTruth | None:
+@three_coin.truth
+def _(y: torch.Tensor) -> zoo.GroundTruth | None:
     """Exact posterior under the uniform priors by tensor Gauss–Legendre quadrature.
 
     The likelihood s^k (1-s)^(n-k), s = pi p + (1-pi) q, is a polynomial of degree <= n in each
     coordinate, and so are the integrands of every moment (P(z_j = 1 | y, theta) times the
     likelihood is too), so m > (n + 3) / 2 nodes per axis make the integrals exact.
     """
-    y = np.asarray(data["y"], dtype=float)
+    y = y.double().numpy()
     n, k = y.size, int(y.sum())
     m = n // 2 + 4
     if m**3 > 3_000_000:
@@ -136,9 +137,8 @@ def three_coin_truth(data: Mapping[str, Any]) -> GroundTruth | None:
         sd[name] = float(np.sqrt(max((wt * v**2).sum() - mean[name] ** 2, 0.0)))
     z1 = float((wt * pi * p / s).sum())  # P(z_j = 1 | y) for y_j = 1
     z0 = float((wt * pi * (1 - p) / (1 - s)).sum())  # for y_j = 0
-    for j, yj in enumerate(y):
-        mz = z1 if yj == 1 else z0
-        mean[f"z[{j}]"], sd[f"z[{j}]"] = mz, float(np.sqrt(mz * (1 - mz)))
+    mean["z"] = np.where(y == 1, z1, z0)
+    sd["z"] = np.sqrt(mean["z"] * (1 - mean["z"]))
 
     def density(axis: int) -> Any:
         def pdf(t: np.ndarray) -> np.ndarray:
@@ -157,7 +157,7 @@ def three_coin_truth(data: Mapping[str, Any]) -> GroundTruth | None:
 
         return pdf
 
-    return GroundTruth(
+    return zoo.GroundTruth(
         mean=mean,
         sd=sd,
         log_evidence=float(log_z),
@@ -165,17 +165,6 @@ def three_coin_truth(data: Mapping[str, Any]) -> GroundTruth | None:
         source=f"exact: Gauss–Legendre quadrature, {m}^3 nodes (uniform priors)",
     )
 
-
-register(
-    "three_coin",
-    model=three_coin,
-    guide=three_coin_guide,
-    data={"y": torch.tensor([1, 1, 0, 1, 0, 0, 1, 0, 1, 1], dtype=torch.float)},
-    ground_truth=three_coin_truth,
-    reference_engines={"em": three_coin_em},
-    params=("pi", "p", "q", "z"),
-    seed_ref="001 §1.1, Example 1",
-)
 
 # ------------------------------------------------------------------------ gaussian_mixture
 
@@ -205,6 +194,19 @@ class SortedNormal(dist.TorchDistribution):
         return lp + torch.lgamma(torch.tensor(self.size + 1.0))
 
 
+def _faithful(seed: int = 0) -> dict:
+    """Old Faithful eruption durations (minutes), 272 rows; the seed is unused (real data)."""
+    return {"y": torch.tensor(load_faithful()["eruptions"].to_numpy(), dtype=torch.float), "K": 2}
+
+
+@zoo.register(
+    data=_faithful,
+    engine_options={
+        "nuts": {"num_samples": 300, "warmup": 300},
+        "hmc": {"num_samples": 300, "warmup": 300},
+    },
+    seed_ref="002 §18.2–18.4; 001 §1.4",
+)
 def gaussian_mixture(y: torch.Tensor, K: int = 2) -> None:
     r"""Gaussian mixture (1-D): each observation comes from one of K normal components.
 
@@ -225,13 +227,14 @@ def gaussian_mixture(y: torch.Tensor, K: int = 2) -> None:
     weights = pyro.sample("weights", dist.Dirichlet(torch.ones(K)))
     locs = pyro.sample("locs", SortedNormal(torch.tensor(3.0), torch.tensor(2.0), K))
     scales = pyro.sample("scales", dist.LogNormal(np.log(0.5), 1.0).expand([K]).to_event(1))
-    with pyro.plate("data", y.shape[0]):
+    with pyro.plate("data", len(y)):
         z = pyro.sample("z", dist.Categorical(weights))
         # Vindex picks component z_n's parameters under any batch (enumeration, draws) dims
         pyro.sample("y", dist.Normal(Vindex(locs)[..., z], Vindex(scales)[..., z]), obs=y)
 
 
-def gaussian_mixture_guide(y: torch.Tensor, K: int = 2) -> None:
+@gaussian_mixture.set_guide
+def _(y: torch.Tensor, K: int = 2) -> None:
     """Mean-field guide on the globals: Dirichlet weights, LogNormal spreads, and the ordered means
     as a Normal on their unconstrained coordinates (first mean, log gaps) pushed through the
     ordering transform. The assignments z are enumerated exactly in the model. Means start at the
@@ -286,28 +289,28 @@ def gmm_em_steps(
     return w, mu, s, trace, gamma
 
 
-def gaussian_mixture_em(
-    data: Mapping[str, Any],
+@gaussian_mixture.reference("em")
+def _(
+    y: torch.Tensor,
+    K: int = 2,
     *,
-    seed: int = 0,
-    progress: bool = False,
     init: Mapping[str, Sequence[float]] | None = None,
     max_iter: int = 500,
     tol: float = 1e-10,
-) -> Run:
+    progress: bool = False,
+) -> zoo.Estimate:
     """EM for the maximum-likelihood mixture (seed 002 §18.2 Algorithm 2); init at quantiles."""
-    y = np.asarray(data["y"], dtype=float)
-    K = int(data["K"])
+    y = y.double().numpy()
     if init is None:
         locs = np.quantile(y, (np.arange(K) + 0.5) / K)
         init = {"weights": np.full(K, 1.0 / K), "locs": locs, "scales": np.full(K, y.std())}
     arrays = {}
     for key in ("weights", "locs", "scales"):
-        if key not in init or np.shape(init[key]) != (K,):
-            raise ZooError(f"init must give {key!r} as {K} numbers (K={K})")
+        if not isinstance(init, Mapping) or key not in init or np.shape(init[key]) != (K,):
+            raise zoo.ZooError(f"init must give {key!r} as {K} numbers (K={K})")
         arrays[key] = np.asarray(init[key], dtype=float)
     if np.any(arrays["scales"] <= 0) or np.any(arrays["weights"] <= 0):
-        raise ZooError("init weights and scales must be positive")
+        raise zoo.ZooError("init weights and scales must be positive")
     w, mu, s, trace, gamma = gmm_em_steps(
         y,
         arrays["weights"] / arrays["weights"].sum(),
@@ -318,29 +321,9 @@ def gaussian_mixture_em(
         progress,
     )
     order = np.argsort(mu)  # the model's ordering convention for the labels
-    est = {"weights": w[order], "locs": mu[order], "scales": s[order]}
-    return point_run(
-        "em",
-        est,
-        observed_data=data,
+    return zoo.Estimate(
+        {"weights": w[order], "locs": mu[order], "scales": s[order]},
+        traces={"log_likelihood": trace},
         log_evidence=trace[-1],
-        diagnostics={"log_likelihood": trace, "iterations": len(trace) - 1},
         extras={"responsibilities": gamma[:, order]},
     )
-
-
-register(
-    "gaussian_mixture",
-    model=gaussian_mixture,
-    guide=gaussian_mixture_guide,
-    data=lambda seed=0: {
-        "y": torch.tensor(load_faithful()["eruptions"].to_numpy(), dtype=torch.float),
-        "K": 2,
-    },
-    reference_engines={"em": gaussian_mixture_em},
-    engine_options={
-        "nuts": {"num_samples": 300, "warmup": 300},
-        "hmc": {"num_samples": 300, "warmup": 300},
-    },
-    seed_ref="002 §18.2–18.4; 001 §1.4",
-)

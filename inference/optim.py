@@ -1,0 +1,106 @@
+"""Optimisation shared by the engines: the SVI loop and MAP of the continuous sites."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import pyro
+import pyro.poutine as poutine
+import torch
+from pyro.infer import SVI, TraceEnum_ELBO
+from pyro.infer import autoguide as ag
+from pyro.infer import util as infer_util
+from pyro.optim import ClippedAdam
+from tqdm.auto import tqdm
+
+from .context import EngineContext
+from .discrete import enumerated
+from .results import NumericalFailure
+from .structure import init_strategy
+
+AUTOGUIDES: dict[str, Callable[..., Any]] = {
+    "normal": ag.AutoNormal,
+    "mvn": ag.AutoMultivariateNormal,
+    "lowrank": ag.AutoLowRankMultivariateNormal,
+    "delta": ag.AutoDelta,
+    "flow": ag.AutoIAFNormal,
+}
+
+
+def autoguide(ctx: EngineContext, name: str) -> Callable[..., Any]:
+    """An autoguide over the continuous latent sites (discrete ones hidden: enumerated)."""
+    hidden = ctx.structure.discrete
+    blocked = poutine.block(ctx.model, hide=list(hidden)) if hidden else ctx.model
+    if name == "delta":
+        return ag.AutoDelta(blocked, init_loc_fn=init_strategy)
+    if name == "flow":
+        return ag.AutoIAFNormal(blocked)
+    return AUTOGUIDES[name](blocked, init_loc_fn=init_strategy)
+
+
+@contextlib.contextmanager
+def site_shape_checks(enabled: bool) -> Iterator[None]:
+    """Pyro's inference-time site shape checks on or off (distribution checks stay on)."""
+    before = infer_util.is_validation_enabled()
+    infer_util.enable_validation(before and enabled)
+    try:
+        yield
+    finally:
+        infer_util.enable_validation(before)
+
+
+def fit(
+    model: Callable[..., Any],
+    guide: Callable[..., Any],
+    data: dict[str, Any],
+    elbo: pyro.infer.ELBO,
+    *,
+    num_steps: int,
+    lr: float,
+    progress: bool,
+    desc: str,
+    check_shapes: bool = True,
+) -> list[float]:
+    """Run Adam on -ELBO (lr decays tenfold over the run) and return the ELBO trace.
+
+    ``check_shapes=False`` skips Pyro's check that every batch dim of a site is declared by a
+    plate: an ELBO without enumeration sums each site's log density whole, so a model written
+    with undeclared batch dims (as NUTS accepts them) is still fitted right."""
+    pyro.clear_param_store()
+    optim = ClippedAdam({"lr": lr, "lrd": 0.1 ** (1.0 / num_steps)})
+    svi = SVI(model, guide, optim, loss=elbo)
+    trace: list[float] = []
+    bar = tqdm(range(num_steps), desc=desc, disable=not progress, leave=False)
+    for step in bar:
+        with site_shape_checks(check_shapes):
+            loss = svi.step(**data)
+        if not np.isfinite(loss):
+            raise NumericalFailure(f"ELBO is {-loss} at step {step}")
+        trace.append(-float(loss))
+        if progress and step % 100 == 0:
+            bar.set_postfix(elbo=f"{-loss:.3f}")
+    return trace
+
+
+def fit_map(
+    ctx: EngineContext, *, num_steps: int, lr: float
+) -> tuple[dict[str, torch.Tensor], list[float]]:
+    """MAP of the continuous sites with the discrete ones enumerated (AutoDelta + TraceEnum)."""
+    guide = autoguide(ctx, "delta")
+    elbo = TraceEnum_ELBO(max_plate_nesting=ctx.structure.max_plate_nesting)
+    trace = fit(
+        enumerated(ctx.model),
+        guide,
+        dict(ctx.data),
+        elbo,
+        num_steps=num_steps,
+        lr=lr,
+        progress=ctx.progress,
+        desc=f"{ctx.name} MAP",
+    )
+    with torch.no_grad():
+        values = guide.median(**ctx.data)
+    return {k: v.detach() for k, v in values.items() if k in ctx.structure.continuous}, trace

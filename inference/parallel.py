@@ -1,0 +1,64 @@
+"""Independent pieces of work (MCMC chains) in forked worker processes, one torch thread each.
+
+Forking, not spawning: the workers inherit the model and its data, so a model defined in a
+script, a notebook or a test runs in them without being importable or picklable. Only the
+results travel back (pickled). Inside a worker, work runs sequentially (no nested pools).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any, TypeVar
+
+import torch
+
+T = TypeVar("T")
+_task: Callable[[int], Any] | None = None
+_in_worker = False
+
+
+def cores() -> int:
+    """Cores this process may use."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def can_fork() -> bool:
+    return "fork" in multiprocessing.get_all_start_methods() and not _in_worker
+
+
+def _init_worker() -> None:
+    global _in_worker
+    _in_worker = True
+    torch.set_num_threads(1)
+
+
+def _call(i: int) -> Any:
+    assert _task is not None
+    return _task(i)
+
+
+def map_indices(fn: Callable[[int], T], n: int, workers: int) -> list[T]:
+    """``[fn(0), ..., fn(n - 1)]``, on up to ``workers`` forked processes when there is more than
+    one item, more than one worker and fork is available; in this process otherwise."""
+    global _task
+    workers = min(workers, n)
+    if workers <= 1 or not can_fork():
+        return [fn(i) for i in range(n)]
+    _task = fn
+    try:
+        ctx = multiprocessing.get_context("fork")
+        with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker) as pool:
+            return list(pool.map(_call, range(n)))
+    finally:
+        _task = None
+
+
+def mark_worker() -> None:
+    """Called in a worker process of an outer pool (the report's cells): no nested pools."""
+    _init_worker()

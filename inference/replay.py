@@ -1,0 +1,341 @@
+"""Replaying a model (or a guide) on many draws at once: pointwise log-likelihoods, deterministic
+sites, log joints and guide draws with their log densities.
+
+The vectorised path runs the model once under a plate over draws, through Pyro's public
+``Predictive(...).get_vectorized_trace``; it is right only when the model broadcasts over an extra
+leading batch dimension. A check replays the first and last draw one at a time and compares; a
+model that does not broadcast (``X @ beta``, ``torch.stack`` of sampled scalars, ...) takes the
+per-draw path, with a warning that names the site and the reason. Both paths give the same
+numbers.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyro
+import pyro.poutine as poutine
+import torch
+from pyro.distributions import Delta
+from pyro.infer import Predictive
+from pyro.poutine.util import site_is_subsample
+
+from .results import one_line
+from .structure import ModelStructure, trace_model, traceable
+
+Draws = Mapping[str, torch.Tensor]
+"""Values of some sites for ``n`` draws: each tensor shaped ``(n, *site_shape)``."""
+
+
+class VectorisationWarning(UserWarning):
+    """A vectorised replay was not possible or disagreed; the per-draw path was used instead."""
+
+
+class _NotVectorisable(Exception):
+    def __init__(self, site: str, reason: str) -> None:
+        super().__init__(f"site {site!r}: {reason}")
+        self.site, self.reason = site, reason
+
+
+@dataclass
+class Replay:
+    """Per-draw quantities, each shaped ``(n, ...)``."""
+
+    log_lik: dict[str, np.ndarray] = field(default_factory=dict)  # observed site -> (n, *batch)
+    deterministic: dict[str, np.ndarray] = field(default_factory=dict)  # site -> (n, *shape)
+    log_joint: np.ndarray | None = None  # (n,): every site's log density, scaled, summed
+    path: str = "vectorised"
+
+
+def n_draws(draws: Draws) -> int:
+    return int(next(iter(draws.values())).shape[0]) if draws else 0
+
+
+def _warn(what: str, err: Exception) -> None:
+    reason = str(err) if isinstance(err, _NotVectorisable) else one_line(err)
+    warnings.warn(
+        f"{what}: the vectorised path does not apply ({reason}); using the exact per-draw path",
+        VectorisationWarning,
+        stacklevel=3,
+    )
+
+
+def _terms(trace: poutine.Trace, s: ModelStructure, n: int | None, shapes: Shapes) -> Replay:
+    """Log-likelihoods, deterministic values and the log joint from one trace; ``n`` None for a
+    single draw's trace, else the size of the plate over draws (outermost, at
+    ``-1 - max_plate_nesting``)."""
+    out = Replay()
+    lead = () if n is None else (n,)
+    total = torch.zeros(lead, dtype=torch.float64)
+    for name, site in trace.nodes.items():
+        if site["type"] != "sample" or site_is_subsample(site):
+            continue
+        if name in s.deterministic:
+            value = _value_per_draw(name, site["value"], n, shapes.value[name])
+            out.deterministic[name] = value.numpy()
+            continue
+        batch = shapes.batch[name]
+        lp = _lp_per_draw(name, site["fn"].log_prob(site["value"]), n, s.max_plate_nesting, batch)
+        if name in s.observed:
+            out.log_lik[name] = lp.double().numpy()
+        total = total + (site["scale"] * lp.double()).reshape(lead + (-1,)).sum(-1)
+    out.log_joint = total.numpy()
+    return out
+
+
+def _value_per_draw(
+    name: str, x: torch.Tensor, n: int | None, shape: tuple[int, ...]
+) -> torch.Tensor:
+    """A site's value as ``(n, *shape)`` (or ``shape`` for one draw)."""
+    x = x.detach()
+    want = tuple(shape) if n is None else (n, *shape)
+    try:
+        if x.numel() == int(np.prod(want)) and (n is None or (x.dim() and x.shape[0] == n)):
+            return x.reshape(want)
+        return x.expand(want)
+    except RuntimeError as e:
+        raise _NotVectorisable(name, f"its value of shape {tuple(x.shape)} is not {want}") from e
+
+
+def _lp_per_draw(
+    name: str, lp: torch.Tensor, n: int | None, nesting: int, batch: tuple[int, ...]
+) -> torch.Tensor:
+    """A site's log density as ``(n, *batch)``: the plate over draws sits at ``-1 - nesting``."""
+    lp = lp.detach()
+    if n is None:
+        return lp.reshape(batch) if lp.numel() == int(np.prod(batch)) else lp.expand(batch)
+    if lp.dim() > nesting + 1:
+        raise _NotVectorisable(
+            name,
+            f"log density of shape {tuple(lp.shape)} has dims left of "
+            f"the plate over draws (a batch dim not declared by a plate?)",
+        )
+    lp = lp.reshape((1,) * (nesting + 1 - lp.dim()) + tuple(lp.shape))
+    padded = (1,) * (nesting - len(batch)) + tuple(batch)
+    try:
+        return lp.expand((n, *padded)).reshape((n, *batch))
+    except RuntimeError as e:
+        raise _NotVectorisable(
+            name, f"log density of shape {tuple(lp.shape)} does not broadcast to {(n, *padded)}"
+        ) from e
+
+
+def plate_nesting(trace: poutine.Trace) -> int:
+    """The deepest nesting of vectorised plates over a trace's sample sites."""
+    dims = [
+        f.dim
+        for site in trace.nodes.values()
+        if site["type"] == "sample"
+        for f in site["cond_indep_stack"]
+        if f.vectorized
+    ]
+    return -min(dims) if dims else 0
+
+
+@dataclass(frozen=True)
+class Shapes:
+    """Per-draw shapes of a model's sites, read off one trace: ``value`` of latent and
+    deterministic sites, ``batch`` (log density's shape) and ``event`` dims of sample sites."""
+
+    value: Mapping[str, tuple[int, ...]]
+    batch: Mapping[str, tuple[int, ...]]
+    event: Mapping[str, int]
+
+
+def _shapes(model: Callable[..., Any], data: Mapping[str, Any], s: ModelStructure) -> Shapes:
+    trace = trace_model(model, data)
+    sites = {
+        k: v for k, v in trace.nodes.items() if v["type"] == "sample" and not site_is_subsample(v)
+    }
+    return Shapes(
+        value=dict(s.shapes),
+        batch={k: tuple(v["fn"].batch_shape) for k, v in sites.items()},
+        event={k: v["fn"].event_dim for k, v in sites.items()},
+    )
+
+
+def _under_plate(draws: Draws, shapes: Shapes, nesting: int) -> dict[str, torch.Tensor]:
+    """Draws shaped for a plate over draws at ``-1 - nesting``: (n, 1.., *batch, *event).
+    (``Predictive`` pads by the whole site shape, which misplaces sites with an event shape.)"""
+    out = {}
+    for name, v in draws.items():
+        shape = shapes.value[name]
+        pad = nesting - (len(shape) - shapes.event.get(name, 0))
+        if pad < 0:
+            raise _NotVectorisable(name, f"batch shape of {shape} is not declared by plates")
+        out[name] = v.reshape((v.shape[0],) + (1,) * pad + tuple(shape))
+    return out
+
+
+def batched(model: Callable[..., Any], n: int, dim: int) -> Callable[..., Any]:
+    """``model`` under an outer plate of ``n`` independent copies at ``dim`` (left of its own)."""
+
+    def fn(*args: Any, **kwargs: Any) -> Any:
+        with pyro.plate("_draws", n, dim=dim):
+            return model(*args, **kwargs)
+
+    return fn
+
+
+def replay_one(
+    model: Callable[..., Any], data: Mapping[str, Any], values: Mapping[str, torch.Tensor]
+) -> poutine.Trace:
+    """One trace of ``model`` with the sites in ``values`` fixed."""
+    with pyro.validation_enabled(False), torch.no_grad():
+        return poutine.trace(poutine.condition(model, data=dict(values))).get_trace(**data)
+
+
+def replay(
+    model: Callable[..., Any],
+    data: Mapping[str, Any],
+    draws: Draws,
+    structure: ModelStructure,
+    *,
+    name: str = "model",
+) -> Replay:
+    """Pointwise log-likelihoods, deterministic sites and log joints of ``n`` draws of every
+    latent site; vectorised when the model broadcasts over draws, else one draw at a time."""
+    n = n_draws(draws)
+    shapes = _shapes(model, data, structure)
+    try:
+        placed = _under_plate(draws, shapes, structure.max_plate_nesting)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with pyro.validation_enabled(False):
+                pred = Predictive(traceable(model), posterior_samples=placed, parallel=True)
+                trace = pred.get_vectorized_trace(**data)
+            batch = _terms(trace, structure, n, shapes)
+        _check(model, data, draws, structure, shapes, batch)
+        return batch
+    except (_NotVectorisable, RuntimeError, ValueError, IndexError) as e:
+        _warn(f"replaying {name} on {n} draws", e)
+    return _replay_each(model, data, draws, structure, shapes)
+
+
+def _replay_each(
+    model: Callable[..., Any],
+    data: Mapping[str, Any],
+    draws: Draws,
+    s: ModelStructure,
+    shapes: Shapes,
+    indices: range | list[int] | None = None,
+) -> Replay:
+    indices = range(n_draws(draws)) if indices is None else indices
+    parts = [
+        _terms(replay_one(model, data, {k: v[i] for k, v in draws.items()}), s, None, shapes)
+        for i in indices
+    ]
+    out = Replay(path="per-draw")
+    out.log_lik = {k: np.stack([p.log_lik[k] for p in parts]) for k in s.observed}
+    out.deterministic = {k: np.stack([p.deterministic[k] for p in parts]) for k in s.deterministic}
+    out.log_joint = np.array([float(p.log_joint) for p in parts])
+    return out
+
+
+def _check(
+    model: Callable[..., Any],
+    data: Mapping[str, Any],
+    draws: Draws,
+    s: ModelStructure,
+    shapes: Shapes,
+    batch: Replay,
+) -> None:
+    """The vectorised numbers of the first and last draw equal a per-draw replay of them."""
+    n = n_draws(draws)
+    idx = sorted({0, n - 1})
+    each = _replay_each(model, data, draws, s, shapes, idx)
+    pairs = [
+        (f"log likelihood of {k!r}", batch.log_lik[k][idx], v) for k, v in each.log_lik.items()
+    ]
+    pairs += [
+        (f"site {k!r}", batch.deterministic[k][idx], v) for k, v in each.deterministic.items()
+    ]
+    pairs.append(("the log joint", batch.log_joint[idx], each.log_joint))
+    for what, a, b in pairs:
+        if a.shape != b.shape or not np.allclose(a, b, rtol=1e-4, atol=1e-4, equal_nan=True):
+            raise _NotVectorisable(what, "vectorised and per-draw values differ")
+
+
+# --------------------------------------------------------------------------- guide draws
+def guide_draws(
+    guide: Callable[..., Any],
+    data: Mapping[str, Any],
+    n: int,
+    sites: tuple[str, ...],
+    *,
+    name: str = "guide",
+) -> tuple[dict[str, torch.Tensor], np.ndarray]:
+    """``n`` draws of ``sites`` from a fitted guide, shaped ``(n, *site_shape)``, and log q of
+    each draw (auxiliary sites of autoguides included)."""
+    with pyro.validation_enabled(False), torch.no_grad():
+        first = poutine.trace(guide).get_trace(**data)
+    sampled = {
+        k: v
+        for k, v in first.nodes.items()
+        if v["type"] == "sample" and not site_is_subsample(v) and not v["is_observed"]
+    }
+    shapes = {k: tuple(v["value"].shape) for k, v in sampled.items()}
+    batches = {k: tuple(v["fn"].batch_shape) for k, v in sampled.items()}
+    missing = sorted(set(sites) - set(shapes))
+    if missing:
+        raise ValueError(f"the guide does not sample {missing}")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            # our own plate, not Predictive's: Predictive masks the guide, and autoguides then
+            # drop the log-Jacobian of their transforms from log q
+            nesting = plate_nesting(first)
+            with pyro.validation_enabled(False), torch.no_grad():
+                trace = poutine.trace(batched(guide, n, -1 - nesting)).get_trace(**data)
+            every, log_q = _guide_terms(trace, n, shapes, batches, nesting)
+        # autoguides' Delta sites are functions of their auxiliary latent: not conditioned
+        free = {k: v[0] for k, v in every.items() if not isinstance(sampled[k]["fn"], Delta)}
+        one = replay_one(guide, data, free)
+        if not np.isclose(log_prob_of_sites(one, shapes), log_q[0], rtol=1e-4, atol=1e-3):
+            raise _NotVectorisable("log q", "vectorised and per-draw values differ")
+        return {k: every[k] for k in sites}, log_q
+    except (_NotVectorisable, RuntimeError, ValueError, IndexError) as e:
+        _warn(f"drawing {n} times from {name}", e)
+    draws: dict[str, list[torch.Tensor]] = {k: [] for k in sites}
+    log_q = np.empty(n)
+    for i in range(n):
+        with pyro.validation_enabled(False), torch.no_grad():
+            trace = poutine.trace(guide).get_trace(**data)
+        log_q[i] = log_prob_of_sites(trace, shapes)
+        for k in sites:
+            draws[k].append(trace.nodes[k]["value"].detach())
+    return {k: torch.stack(v) for k, v in draws.items()}, log_q
+
+
+def log_prob_of_sites(trace: poutine.Trace, names: Collection[str]) -> float:
+    """Sum of the scaled log densities of the named sites of a trace (a guide's log q: its own
+    sample sites, not the observed sites of a model run as its own prior proposal)."""
+    total = 0.0
+    for name in names:
+        site = trace.nodes[name]
+        total += float((site["scale"] * site["fn"].log_prob(site["value"]).detach()).sum())
+    return total
+
+
+def _guide_terms(
+    trace: poutine.Trace,
+    n: int,
+    shapes: Mapping[str, tuple[int, ...]],
+    batches: Mapping[str, tuple[int, ...]],
+    nesting: int,
+) -> tuple[dict[str, torch.Tensor], np.ndarray]:
+    """Every guide site's draws ``(n, *shape)`` and log q per draw from a vectorised trace
+    (each site's log density summed over its plates)."""
+    every: dict[str, torch.Tensor] = {}
+    log_q = torch.zeros(n, dtype=torch.float64)
+    for name, site in trace.nodes.items():
+        if name not in shapes or site["type"] != "sample":
+            continue
+        lp = _lp_per_draw(name, site["fn"].log_prob(site["value"]), n, nesting, batches[name])
+        log_q += (site["scale"] * lp.double()).reshape(n, -1).sum(-1)
+        every[name] = _value_per_draw(name, site["value"], n, shapes[name])
+    return every, log_q.numpy()

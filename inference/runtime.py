@@ -1,0 +1,38 @@
+"""The process state a run touches, set for the run and restored after it: random generators
+(seeded from the run's seed) and torch's intra-op threads (one per worker)."""
+
+from __future__ import annotations
+
+import contextlib
+import random
+from collections.abc import Iterator
+
+import numpy as np
+import pyro
+import torch
+
+
+@contextlib.contextmanager
+def seeded(seed: int) -> Iterator[None]:
+    """Seed torch, numpy and Python's ``random`` (as ``pyro.set_rng_seed``) and restore the
+    caller's generator states afterwards."""
+    saved = (torch.get_rng_state(), np.random.get_state(), random.getstate())
+    pyro.set_rng_seed(seed)
+    try:
+        yield
+    finally:
+        torch.set_rng_state(saved[0])
+        np.random.set_state(saved[1])
+        random.setstate(saved[2])
+
+
+@contextlib.contextmanager
+def threads(n: int = 1) -> Iterator[None]:
+    """Run with ``n`` torch intra-op threads, restoring the caller's setting. On a busy machine
+    more than one thread per process makes small models several times slower."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)

@@ -1,0 +1,268 @@
+"""The report sweep: plan the cells (model x engine with a profile's options), run them on a
+``concurrent.futures`` executor, and hand the results to :mod:`reports` to render.
+
+A cell is independent of every other: each runs in its own worker process when ``workers > 1``
+(the registry is inherited by forking, so models registered in a script or notebook work too),
+with one torch thread per worker.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import logging
+import multiprocessing
+import os
+import sys
+import warnings
+from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tqdm.auto import tqdm
+
+import reports
+from inference import GENERIC_ENGINES, Run, ZooError, check_options
+
+from .api import check_seed, comparison, execute, prepare
+from .files import check_writable, locked, write_atomically
+from .profiles import check_profile, engine_options
+from .registry import get_model, list_models
+
+
+@dataclass(frozen=True)
+class Cell:
+    model: str
+    engine: str
+    options: Mapping[str, Any]
+
+
+def plan_report(
+    names: str | Sequence[str] | None = None,
+    *,
+    profile: str = "quick",
+    options: Mapping[str, Mapping[str, Any]] | None = None,
+    engines: Sequence[str] | None = None,
+) -> list[Cell]:
+    """The cells a report would run; validates everything first.
+
+    Raises :class:`ZooError` (a ValueError) for an unknown model (naming close matches), an
+    unknown profile (naming the valid ones), ``options`` or ``engines`` naming an unknown engine,
+    an unknown option, or a named model none of ``engines`` applies to (a whole-zoo report,
+    ``names=None``, leaves such models out). ``options`` maps an engine name to options that
+    override the profile wherever that engine applies (``{"svi": {"lr": 0.01}}``); ``engines``
+    keeps only those engines (default: every engine that applies to each model).
+    """
+    check_profile(profile)
+    every = names is None
+    if names is None:
+        names = list_models()
+    elif isinstance(names, str):
+        names = [names]
+    entries = [get_model(n) for n in dict.fromkeys(names)]
+    if not entries:
+        raise ZooError("no models to report")
+    options = dict(options or {})
+    known = set(GENERIC_ENGINES).union(*(e.engines for e in entries))
+    if isinstance(engines, str):
+        engines = [engines]
+    if engines is not None and not list(engines):
+        raise ZooError("engines is empty: name at least one engine (or leave it out for all)")
+    unknown = [e for e in engines or () if e not in known]
+    if unknown:
+        raise ZooError(f"unknown engine(s) {unknown}; engines of these models: {sorted(known)}")
+    for engine, opts in options.items():
+        if engine not in known:
+            raise ZooError(f"options name unknown engine {engine!r}; engines: {sorted(known)}")
+        if not isinstance(opts, Mapping):
+            raise ZooError(f"options for engine {engine!r} must be a dict, got {opts!r}")
+    cells: list[Cell] = []
+    for entry in entries:
+        chosen = [e for e in entry.engines if engines is None or e in engines]
+        if not chosen and every:
+            continue  # a whole-zoo report: models none of `engines` applies to are left out
+        if not chosen:
+            raise ZooError(
+                f"none of the engines {list(engines or ())} applies to model {entry.name!r} "
+                f"(engines that apply: {', '.join(entry.engines)})"
+            )
+        for engine in chosen:
+            spec = entry.engine_spec(engine)
+            model_defaults = entry.engine_options.get(engine, {})
+            opts = engine_options(
+                profile, engine, spec.defaults, model_defaults, options.get(engine)
+            )
+            check_options(spec, {**model_defaults, **opts})
+            cells.append(Cell(entry.name, engine, opts))
+    if not cells:
+        raise ZooError(f"none of the engines {list(engines or ())} applies to any model")
+    return cells
+
+
+def run_cell(cell: Cell, seed: int) -> Run:
+    """One cell, with the warnings and log records it raised kept in ``run.extras``."""
+    with warnings.catch_warnings(record=True) as caught, _collect_logs() as logged:
+        warnings.simplefilter("always")
+        run = execute(prepare(cell.model, cell.engine, seed=seed, progress=False, **cell.options))
+    seen = {f"{w.category.__name__}: {w.message}" for w in caught}
+    seen |= {f"{r.name}: {r.getMessage()}" for r in logged}
+    run.extras["warnings"] = sorted(seen)
+    run.extras.pop("traceback", None) if run.ok else None
+    return run
+
+
+def executor(workers: int, scheduler: str | None = None) -> Executor | None:
+    """Local worker processes (forked: models registered in this process are known to them), a
+    Dask cluster at ``scheduler``, or None for in-process."""
+    if scheduler:
+        try:
+            distributed = importlib.import_module("dask.distributed")  # an optional dependency
+        except ImportError:
+            raise ZooError(
+                "a scheduler needs dask[distributed] (pip install 'dask[distributed]')"
+            ) from None
+        return distributed.Client(scheduler).get_executor()
+    if workers <= 1:
+        return None
+    ctx = multiprocessing.get_context("fork")
+    return ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
+
+
+def default_workers() -> int:
+    return max(1, min(len(os.sched_getaffinity(0)), 8))
+
+
+def run_cells(
+    cells: Sequence[Cell],
+    seed: int,
+    *,
+    workers: int = 1,
+    progress: bool = False,
+    scheduler: str | None = None,
+) -> dict[tuple[str, str], Run]:
+    """Every cell's Run, keyed by (model, engine); a failed cell is a failed Run."""
+    results: dict[tuple[str, str], Run] = {}
+    pool = executor(workers if len(cells) > 1 else 1, scheduler)
+    bar = tqdm(total=len(cells), desc="zoo report", unit="cell", disable=not progress)
+    try:
+        if pool is None:
+            for cell in cells:
+                bar.set_postfix_str(f"{cell.model}/{cell.engine}")
+                results[(cell.model, cell.engine)] = run_cell(cell, seed)
+                bar.update()
+        else:
+            futures = {pool.submit(run_cell, cell, seed): cell for cell in cells}
+            for fut in as_completed(futures):
+                cell = futures[fut]
+                bar.set_postfix_str(f"{cell.model}/{cell.engine}")
+                results[(cell.model, cell.engine)] = _result(fut, cell)
+                bar.update()
+    finally:
+        bar.close()
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
+    return results
+
+
+def _result(fut: Any, cell: Cell) -> Run:
+    try:
+        return fut.result()
+    except ZooError:
+        raise
+    except Exception as e:  # noqa: BLE001 - a worker that died: a failed cell, not a traceback
+        run = Run(engine=cell.engine, status="failed", error=f"{type(e).__name__}: {e}")
+        run.model = cell.model
+        run.diagnostics["wall_time_s"] = float("nan")
+        return run
+
+
+def write_report(
+    names: str | Sequence[str] | None = None,
+    *,
+    out: str | os.PathLike[str],
+    profile: str = "quick",
+    seed: int = 0,
+    progress: bool | None = None,
+    options: Mapping[str, Mapping[str, Any]] | None = None,
+    engines: Sequence[str] | None = None,
+    workers: int | None = None,
+    scheduler: str | None = None,
+) -> Path:
+    """Write ``out/index.html`` and, per model, ``NAME.html``, ``NAME.md``, ``NAME.json`` and
+    ``NAME.csv``, plus ``index.md``, ``results.json`` and ``results.csv``; return the index path.
+
+    ``names``: models to report (default: every registered model). ``profile``: ``"quick"``,
+    ``"full"`` or ``"smoke"`` (see :mod:`zoo.profiles`). ``options``: per-engine overrides of the
+    profile, e.g. ``{"svi": {"num_steps": 500}}``. ``engines``: only these engines (default:
+    every engine that applies). ``workers``: worker processes for the cells (default: the
+    machine's cores). ``progress``: a bar over the cells on stderr (None: when it is a terminal).
+
+    Everything is validated, and ``out`` checked writable, before any work starts. Files are
+    staged inside ``out`` and moved into place only when every page is written; files of ``out``
+    this report does not write are left alone, and models reported earlier into the same ``out``
+    stay in its index. Two reports into one folder at once: the second is refused. A failed
+    engine does not stop the report: it shows as a failed cell with its reason.
+    """
+    cells = plan_report(names, profile=profile, options=options, engines=engines)
+    seed = check_seed(seed)
+    out = check_writable(out)
+    if progress is None:
+        progress = sys.stderr.isatty()
+    workers = default_workers() if workers is None else workers
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ZooError(f"workers must be a positive integer, got {workers!r}")
+    with locked(out):
+        results = run_cells(cells, seed, workers=workers, progress=progress, scheduler=scheduler)
+        generated = reports.now_utc()
+        files: dict[str, str] = {}
+        summaries = []
+        for name in dict.fromkeys(c.model for c in cells):
+            entry = get_model(name)
+            runs = {c.engine: results[(c.model, c.engine)] for c in cells if c.model == name}
+            cmp = comparison(entry, runs, entry.load_data())
+            seen = sorted({w for r in runs.values() for w in r.extras.get("warnings", ())})
+            page = reports.render_model_page(
+                cmp, profile=profile, seed=seed, generated=generated, warnings_seen=seen
+            )
+            summaries.append(json.loads(page.pop("summary")))
+            files.update(page)
+        summaries += reports.earlier_models(out, exclude={s["name"] for s in summaries})
+        index = reports.render_index(summaries, profile=profile, seed=seed, generated=generated)
+        files.update(index)
+        write_atomically(out, files, last=tuple(index))
+    return out / "index.html"
+
+
+report = write_report
+
+
+class _Collect(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@contextlib.contextmanager
+def _collect_logs(names: Sequence[str] = ("arviz", "pyro")) -> Iterator[list[logging.LogRecord]]:
+    """Collect (instead of print) what the engines' libraries log while a cell runs."""
+    handler = _Collect()
+    loggers = [logging.getLogger(n) for n in names]
+    own = getattr(sys.modules.get("arviz"), "_log", None)  # ArviZ 0.x logs through its own Logger
+    if isinstance(own, logging.Logger) and own not in loggers:
+        loggers.append(own)
+    saved = [(lg.handlers[:], lg.propagate) for lg in loggers]
+    for lg in loggers:
+        lg.handlers[:] = [handler]
+        lg.propagate = False
+    try:
+        yield handler.records
+    finally:
+        for lg, (handlers, propagate) in zip(loggers, saved, strict=True):
+            lg.handlers[:] = handlers
+            lg.propagate = propagate

@@ -1,0 +1,115 @@
+"""Checking user data against a model before any work: keys, shapes, dtypes, finiteness and the
+supports of the sites that observe them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import pyro
+import torch
+
+from inference import ZooError
+from inference.structure import trace_model
+
+
+def describe(v: Any) -> str:
+    if isinstance(v, torch.Tensor):
+        dims = ", ".join(["N", *map(str, v.shape[1:])]) if v.ndim else ""
+        trail = "," if v.ndim == 1 else ""
+        return f"a {v.dtype} tensor of shape ({dims}{trail})"
+    return f"a {type(v).__name__}"
+
+
+def check_data(
+    name: str, model: Callable[..., Any], reference: Mapping[str, Any], data: Any
+) -> dict[str, Any]:
+    """Validate ``data`` for model ``name`` against its default dataset ``reference``.
+
+    Every key of the default data must be present with the same number of dimensions and the
+    same trailing shape (the first dimension, the number of observations, may differ); numbers
+    must be finite and inside the support of the site that observes them.
+    """
+    if not isinstance(data, Mapping):
+        raise ZooError(f"data must be a dict of keyword arguments, got {type(data).__name__}")
+    unknown = sorted(set(data) - set(reference))
+    if unknown:
+        raise ZooError(
+            f"unknown data key(s) {unknown} for model {name!r}; it takes {sorted(reference)}"
+        )
+    out: dict[str, Any] = {}
+    for key, expected in reference.items():
+        if key not in data:
+            raise ZooError(
+                f"data for model {name!r} is missing {key!r} (expected {describe(expected)})"
+            )
+        out[key] = coerce(key, data[key], expected)
+    check_support(name, model, out)
+    return out
+
+
+def coerce(key: str, value: Any, expected: Any) -> Any:
+    """``value`` converted to the type of ``expected`` (the default data's), or a ZooError."""
+    if not isinstance(expected, torch.Tensor):
+        if type(expected) in (int, float) and isinstance(value, bool):
+            raise ZooError(f"data[{key!r}] must be {describe(expected)}, got {value!r}")
+        if isinstance(expected, int) and isinstance(value, (int, np.integer)):
+            return int(value)
+        if isinstance(expected, float) and isinstance(value, (int, float, np.number)):
+            return float(value)
+        if type(value) is not type(expected):
+            raise ZooError(
+                f"data[{key!r}] must be {describe(expected)}, got {type(value).__name__}"
+            )
+        return value
+    arr = value.detach().cpu().numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
+    if arr.dtype.kind not in "biuf":
+        raise ZooError(
+            f"data[{key!r}] has dtype {arr.dtype}; expected numbers ({describe(expected)})"
+        )
+    if arr.dtype.kind == "f" and not np.isfinite(arr).all():
+        bad = "NaN" if np.isnan(arr).any() else "inf"
+        raise ZooError(f"data[{key!r}] contains {bad} ({int((~np.isfinite(arr)).sum())} values)")
+    shape_ok = arr.ndim == expected.ndim and arr.shape[1:] == tuple(expected.shape[1:])
+    if expected.ndim == 0:
+        shape_ok = arr.ndim == 0
+    if not shape_ok:
+        raise ZooError(f"data[{key!r}] has shape {arr.shape}; expected {describe(expected)}")
+    if arr.ndim and arr.shape[0] == 0:
+        raise ZooError(f"data[{key!r}] is empty")
+    if expected.dtype.is_floating_point is False and arr.dtype.kind == "f":
+        if not np.all(arr == np.round(arr)):
+            raise ZooError(f"data[{key!r}] must hold integers ({describe(expected)})")
+    return torch.as_tensor(arr).to(expected.dtype)
+
+
+def check_support(name: str, model: Callable[..., Any], data: Mapping[str, Any]) -> None:
+    """Run the model once on ``data``; every observed value must lie in its site's support and
+    have the site's shape."""
+    try:
+        trace = trace_model(model, data)
+    except Exception as e:  # noqa: BLE001 - the model itself rejects the data
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise ZooError(f"data does not fit model {name!r}: {first}") from None
+    for site_name, site in trace.nodes.items():
+        if site["type"] != "sample" or not site["is_observed"]:
+            continue
+        fn, value = site["fn"], site["value"]
+        if isinstance(fn, pyro.distributions.Unit) or site["infer"].get("_deterministic"):
+            continue
+        try:
+            inside = bool(fn.support.check(value).all())
+        except (NotImplementedError, RuntimeError, TypeError):  # cannot be checked on this value
+            inside = True
+        if not inside:
+            raise ZooError(
+                f"observed site {site_name!r} of model {name!r} has values outside its "
+                f"support ({fn.support})"
+            )
+        want = tuple(fn.batch_shape + fn.event_shape)
+        if tuple(value.shape) != want and want:
+            raise ZooError(
+                f"observed site {site_name!r} of model {name!r} has shape "
+                f"{tuple(value.shape)}; expected {want}"
+            )
