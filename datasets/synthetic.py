@@ -11,14 +11,14 @@ import torch
 
 
 def prior_predictive(
-    model: Callable[..., Any], data: Mapping[str, Any], seed: int = 0
+    model: Callable[..., Any], data: Mapping[str, Any]
 ) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
-    """Draw every latent site from its prior and every observation given them.
+    """Draw every latent site from its prior and every observation given them, from torch's
+    global generator (seed it first, as ``ModelEntry.simulate`` does).
 
     ``data`` is a template (the model's default data): observed tensors are replaced by fresh
     draws of the same shape, other arguments are kept. Returns ``(new_data, true_latents)``.
     """
-    pyro.set_rng_seed(seed)
     with torch.no_grad(), pyro.validation_enabled(False):
         conditioned = poutine.trace(model).get_trace(**data)
         free = poutine.trace(poutine.uncondition(model)).get_trace(**data)

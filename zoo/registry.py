@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 
+from datasets.synthetic import prior_predictive
 from inference import (
     GENERIC_ENGINES,
     EngineSpec,
@@ -33,6 +34,7 @@ from inference import (
     truth_from_distributions,
 )
 from inference.reference import describe_distributions, in_float64
+from inference.runtime import seeded
 
 ENTRY_POINT_GROUP = "pyro_zoo.models"
 RESERVED = frozenset(GENERIC_ENGINES) | {"exact"}
@@ -64,6 +66,7 @@ class ModelEntry:
     ground_truth_fn: Callable[..., GroundTruth | None] | None = None
     posterior_fn: Callable[..., Any] | None = None
     references: dict[str, Callable[..., Any]] = field(default_factory=dict)
+    synthetic_fn: Callable[[int], tuple[dict[str, Any], dict[str, Any]]] | None = None
     generic_engines: tuple[str, ...] | None = None
     params: tuple[str, ...] | None = None
     engine_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
@@ -95,6 +98,12 @@ class ModelEntry:
         self.ground_truth_fn = _callable("truth", fn)
         return fn
 
+    def synthetic(self, fn: Callable[[int], Any]) -> Callable[[int], Any]:
+        """Decorator: a synthetic generator ``fn(seed) -> (data, true_values)``: data drawn with
+        known true parameters (default: the model's own prior predictive)."""
+        self.synthetic_fn = _callable("synthetic", fn)
+        return fn
+
     def reference(self, engine: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Decorator: a reference algorithm registered as engine ``engine``. It takes the model's
         keyword arguments plus keyword-only options and returns an ``Estimate``, ``Draws`` or
@@ -113,6 +122,15 @@ class ModelEntry:
         src = self.data_source
         raw = src(seed) if callable(src) else src
         return {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in dict(raw).items()}
+
+    def simulate(self, seed: int = 0) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Synthetic data with known true values: ``(data, true_values)`` from the registered
+        generator, else from the model's prior predictive on the default data's shapes."""
+        with seeded(seed):
+            if self.synthetic_fn is not None:
+                data, truth = self.synthetic_fn(seed)
+                return dict(data), dict(truth)
+            return prior_predictive(self.model, self.load_data())
 
     def ground_truth(self, data: Mapping[str, Any] | None = None) -> GroundTruth | None:
         """Exact posterior moments / densities / log evidence for ``data`` (None if unknown)."""
