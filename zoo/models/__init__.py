@@ -1,3 +1,10 @@
 """The built-in models, one module per family. Importing this package registers them."""
 
-from . import conjugate, mixtures  # noqa: F401
+from . import (  # noqa: F401
+    classification,
+    conjugate,
+    gaussian_process,
+    hierarchical,
+    mixtures,
+    regression,
+)

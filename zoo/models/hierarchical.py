@@ -1,0 +1,1 @@
+"""(placeholder: models of this family are being written)"""
