@@ -12,9 +12,11 @@ from __future__ import annotations
 import difflib
 import inspect
 import numbers
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from .context import EngineContext
 from .enumeration import enum_engine
@@ -133,4 +135,32 @@ def check_options(spec: EngineSpec, options: Mapping[str, Any]) -> dict[str, Any
             raise ZooError(f"option {key!r} must be a positive number, got {value!r}")
         if key in CHOICES and value is not None and value not in CHOICES[key]:
             raise ZooError(f"option {key!r} must be one of {list(CHOICES[key])}, got {value!r}")
+        _like_default(key, value, defaults[key])
     return {**defaults, **options}
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, numbers.Real) and not isinstance(x, bool)
+
+
+def _like_default(key: str, value: Any, default: Any) -> None:
+    """An option of the same kind as its default: a number for a number, a flag for a flag, a
+    sequence of as many numbers for a sequence of numbers (``None`` defaults take anything)."""
+    if default is None or value is None and not isinstance(default, bool):
+        return
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise ZooError(f"option {key!r} must be True or False, got {value!r}")
+    elif _is_number(default):
+        if not _is_number(value) or not np.isfinite(float(value)):
+            raise ZooError(f"option {key!r} must be a finite number, got {value!r}")
+    elif isinstance(default, str):
+        if not isinstance(value, str):
+            raise ZooError(f"option {key!r} must be a string, got {value!r}")
+    elif isinstance(default, tuple | list) and all(_is_number(v) for v in default):
+        ok = isinstance(value, Sequence) and not isinstance(value, str)
+        if not ok or len(value) != len(default) or not all(_is_number(v) for v in value):
+            raise ZooError(
+                f"option {key!r} must be {len(default)} numbers like {tuple(default)}, "
+                f"got {value!r}"
+            )

@@ -13,6 +13,7 @@ from .context import EngineContext
 from .discrete import discrete_marginals, draw_discrete, log_joint, log_prob_of
 from .optim import fit_map
 from .results import Evidence, NumericalFailure, Run, ZooError
+from .structure import trace_model
 
 
 def _fixed_params(ctx: EngineContext, params: Mapping[str, Any]) -> dict[str, torch.Tensor]:
@@ -28,6 +29,11 @@ def _fixed_params(ctx: EngineContext, params: Mapping[str, Any]) -> dict[str, to
             + (f"; unknown {extra}" if extra else "")
         )
     fixed = {}
+    supports = {
+        k: v["fn"].support
+        for k, v in trace_model(ctx.model, ctx.data).nodes.items()
+        if k in s.continuous
+    }
     for name in s.continuous:
         try:
             value = torch.as_tensor(params[name], dtype=torch.get_default_dtype())
@@ -39,6 +45,11 @@ def _fixed_params(ctx: EngineContext, params: Mapping[str, Any]) -> dict[str, to
             )
         if not torch.isfinite(value).all():
             raise ZooError(f"params[{name!r}] must be finite, got {params[name]!r}")
+        if not bool(supports[name].check(value).all()):
+            raise ZooError(
+                f"params[{name!r}] = {params[name]!r} is outside the support of site {name!r} "
+                f"({supports[name]})"
+            )
         fixed[name] = value
     return fixed
 

@@ -188,6 +188,8 @@ def mcmc_run(
     if diverging.all():
         raise NumericalFailure("every transition diverged")
     posterior = {n: np.stack([c.samples[n] for c in chains]) for n in chains[0].samples}
+    # the recovery of discrete sites draws too: from its own stream, wherever the chains ran
+    pyro.set_rng_seed(chain_seed(ctx.seed, num_chains))
     posterior, log_lik, omitted = complete(ctx, posterior, recover=s.discrete)
     diagnostics: dict[str, Any] = {
         "divergences": int(diverging.sum()),

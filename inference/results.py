@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from html import escape
 from typing import Any, Literal
 
 import numpy as np
@@ -96,6 +97,47 @@ class Run:
         wall = self.wall_time_s
         wall_s = f", {wall:.2f}s" if wall is not None else ""
         return f"Run({self.model!r}, {self.engine!r}, {state}{wall_s})"
+
+    def key_diagnostics(self) -> dict[str, Any]:
+        """The numbers worth a glance: time, evidence, and the engine's own checks."""
+        keys = (
+            "wall_time_s",
+            "divergences",
+            "max_r_hat",
+            "min_ess_bulk",
+            "final_elbo",
+            "pareto_k",
+            "ess",
+        )
+        out = {k: self.diagnostics[k] for k in keys if k in self.diagnostics}
+        if self.evidence is not None:
+            out[self.evidence.describe()] = self.evidence.value
+        return out
+
+    def _repr_html_(self) -> str:
+        """Notebook display: status, time, key diagnostics and the summary table."""
+        head = f"<b>{escape(self.model)}</b> · <code>{escape(self.engine)}</code> · "
+        if not self.ok:
+            return head + f'<span style="color:#b00">failed</span>: {escape(str(self.error))}'
+        what = {
+            "draws": "posterior draws",
+            "point": "a point estimate",
+            "conditional": "draws conditional on " + ", ".join(self.conditional_on),
+        }
+        head += f"ok, {escape(what[self.kind])}"
+        diag = "".join(
+            f"<tr><th style='text-align:left'>{escape(k)}</th><td>{_fmt(v)}</td></tr>"
+            for k, v in self.key_diagnostics().items()
+        )
+        table = self.summary.head(40).to_html(float_format=lambda v: f"{v:.4g}")
+        more = f"<p>… {len(self.summary) - 40} more rows</p>" if len(self.summary) > 40 else ""
+        return f"<div><p>{head}</p><table>{diag}</table>{table}{more}</div>"
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float | np.floating):
+        return f"{float(v):.4g}"
+    return escape(str(v))
 
 
 def site_rows(site: str, value: Any) -> dict[str, float]:
@@ -195,3 +237,19 @@ class Comparison:
 
     def __repr__(self) -> str:
         return f"Comparison({self.model.name!r}, engines={list(self.runs)})"
+
+    def _repr_html_(self) -> str:
+        """Notebook display: the engines' status and time, then the parameter x engine table
+        with the truth."""
+        rows = "".join(
+            f"<tr><td><code>{escape(e)}</code></td><td>{'ok' if r.ok else 'failed'}</td>"
+            f"<td>{_fmt(r.wall_time_s)} s</td><td>{escape(r.error or '')}</td></tr>"
+            for e, r in self.runs.items()
+        )
+        truth = f"<p>ground truth: {escape(self.truth.source)}</p>" if self.truth else ""
+        table = self.table.head(40).to_html(float_format=lambda v: f"{v:.4g}")
+        return (
+            f"<div><p><b>{escape(self.model.name)}</b>: {len(self.runs)} engines</p>"
+            f"<table><tr><th>engine</th><th>status</th><th>time</th><th></th></tr>{rows}"
+            f"</table>{truth}{table}</div>"
+        )

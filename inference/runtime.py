@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import random
+import sys
 from collections.abc import Iterator
 
 import numpy as np
@@ -36,3 +37,9 @@ def threads(n: int = 1) -> Iterator[None]:
         yield
     finally:
         torch.set_num_threads(before)
+
+
+def interactive() -> bool:
+    """Whether a person is watching: a terminal on stderr, or a Jupyter kernel (where stderr is
+    not a terminal but tqdm's notebook bars show)."""
+    return sys.stderr.isatty() or "ipykernel" in sys.modules

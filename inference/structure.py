@@ -64,10 +64,12 @@ def traceable(model: Callable[..., Any]) -> Callable[..., Any]:
     return InitMessenger(init_strategy)(model)
 
 
-def trace_model(model: Callable[..., Any], data: Mapping[str, Any]) -> poutine.Trace:
+def trace_model(
+    model: Callable[..., Any], data: Mapping[str, Any], *, validate: bool = False
+) -> poutine.Trace:
     """One trace of ``model(**data)`` (latents drawn from the prior where it can be sampled),
-    params hidden."""
-    with pyro.validation_enabled(False), torch.no_grad():
+    params hidden; ``validate`` turns Pyro's argument and support checks on."""
+    with pyro.validation_enabled(validate), torch.no_grad():
         blocked = poutine.block(traceable(model), hide_types=["param"])
         return poutine.trace(blocked).get_trace(**data)
 

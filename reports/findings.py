@@ -380,3 +380,52 @@ def _sampler(engine: str, run: Any) -> list[Finding]:
         text = f"{engine}: Pareto k\u0302 {_signed(k, 2)} \u2014 {what}."
         out.append(Finding(engine, "svi", level, text))
     return out
+
+
+def accuracy_level(found: Sequence[Finding], engine: str) -> str | None:
+    """The worst verdict of an engine's accuracy findings (means and sds against the truth or
+    the reference): ``good``, ``warn`` or ``bad``; None when nothing was judged. An index cell is
+    green only when both the means and the sds are right."""
+    levels = [f.level for f in found if f.engine == engine and f.topic == "accuracy"]
+    for level in ("bad", "warn", "good"):
+        if level in levels:
+            return level
+    return None
+
+
+FAILURES = (
+    (
+        "ELBO is",
+        "The optimisation diverged: the ELBO became NaN or infinite (try a smaller "
+        "learning rate or a better-scaled model).",
+    ),
+    (
+        "every transition diverged",
+        "Every MCMC transition diverged: the sampler could not move "
+        "through this posterior (reparameterise, or raise target_accept).",
+    ),
+    (
+        "valid initial",
+        "No starting point with a finite log density was found: the model's log "
+        "density is NaN or -inf wherever the sampler looked.",
+    ),
+    (
+        "Expected parameter",
+        "A distribution received a parameter outside its support during the "
+        "run, usually after a numerical overflow.",
+    ),
+    (
+        "importance weight",
+        "Every importance weight was zero or NaN: the proposal never hit the posterior.",
+    ),
+    ("log evidence is", "The exact log evidence came out NaN or infinite."),
+)
+
+
+def explain_failure(error: str | None) -> str:
+    """A failed run's reason in plain words, to show before the raw error."""
+    text = str(error or "")
+    for needle, plain in FAILURES:
+        if needle in text:
+            return plain
+    return "The engine stopped with an error while it ran."

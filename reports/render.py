@@ -23,7 +23,15 @@ import pandas as pd
 from inference.serialize import dumps, frame_records, run_record
 
 from .figures import FigureImage, model_figures
-from .findings import findings, row_site, table_engines, worst_error
+from .findings import (
+    Finding,
+    accuracy_level,
+    explain_failure,
+    findings,
+    row_site,
+    table_engines,
+    worst_error,
+)
 
 ERROR_GOOD = 0.25  # |mean - truth| / truth_sd below this: green in the tables
 ERROR_BAD = 1.0  # at or above this: red
@@ -40,7 +48,9 @@ RUN_COLUMNS = (
     "pareto_k",
     "log_evidence",
     "worst_error",
+    "accuracy",
     "error",
+    "explanation",
 )
 
 
@@ -197,7 +207,13 @@ def describe_data(data: Mapping[str, Any], preview: int = 8) -> list[dict[str, A
     return rows
 
 
-def run_row(engine: str, run: Any, table: pd.DataFrame, has_truth: bool) -> dict[str, Any]:
+def run_row(
+    engine: str,
+    run: Any,
+    table: pd.DataFrame,
+    has_truth: bool,
+    found: Sequence[Finding] = (),
+) -> dict[str, Any]:
     """One engine's line of the engine table (raw numbers; templates format them)."""
     d = run.diagnostics
     wall = d.get("wall_time_s")
@@ -223,6 +239,8 @@ def run_row(engine: str, run: Any, table: pd.DataFrame, has_truth: bool) -> dict
         "kind": run.kind,
         "conditional_on": list(run.conditional_on),
         "worst_error": worst_error(table, engine) if has_truth and run.ok else None,
+        "accuracy": accuracy_level(found, engine),
+        "explanation": None if run.ok else explain_failure(run.error),
         "options": ", ".join(f"{k}={v}" for k, v in sorted(run.options.items()) if v is not None),
     }
 
@@ -294,7 +312,7 @@ def model_context(
             "rows": {r: {"mean": m, "sd": sd} for r, (m, sd) in truth.rows().items()},
         },
         "has_truth": has_truth,
-        "runs": [run_row(e, r, table, has_truth) for e, r in cmp.runs.items()],
+        "runs": [run_row(e, r, table, has_truth, found) for e, r in cmp.runs.items()],
         "posterior": rows[:MAX_TABLE_ROWS],
         "posterior_total": len(rows),
         "findings": [f.to_dict() for f in found],

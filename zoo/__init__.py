@@ -3,24 +3,43 @@ inference engines and compared against the ground truth.
 
 >>> import zoo
 >>> zoo.list_models()[:2]
-['beta_bernoulli', 'gaussian_mixture']
+['bayesian_linear_regression', 'beta_bernoulli']
 >>> run = zoo.run("beta_bernoulli", "exact")
+
+The public names load on first use (PEP 562), so that ``zoo --help`` answers without importing
+torch and an early Ctrl-C on the command line is clean.
 """
 
-from inference import (
-    Comparison,
-    Draws,
-    Estimate,
-    Evidence,
-    Factors,
-    GroundTruth,
-    Run,
-    ZooError,
-)
+from __future__ import annotations
 
-from .api import compare, run
-from .registry import ModelEntry, get_model, isolated, list_models, register, unregister
-from .sweep import report
+import importlib
+from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any
+
+try:
+    __version__ = version("pyro-zoo")
+except PackageNotFoundError:  # running from a source tree that is not installed
+    __version__ = "0+unknown"
+
+_PUBLIC = {
+    "Comparison": "inference",
+    "Draws": "inference",
+    "Estimate": "inference",
+    "Evidence": "inference",
+    "Factors": "inference",
+    "GroundTruth": "inference",
+    "Run": "inference",
+    "ZooError": "inference",
+    "compare": "zoo.api",
+    "run": "zoo.api",
+    "ModelEntry": "zoo.registry",
+    "get_model": "zoo.registry",
+    "isolated": "zoo.registry",
+    "list_models": "zoo.registry",
+    "register": "zoo.registry",
+    "unregister": "zoo.registry",
+    "report": "zoo.sweep",
+}
 
 __all__ = [
     "Comparison",
@@ -41,3 +60,28 @@ __all__ = [
     "run",
     "unregister",
 ]
+
+if TYPE_CHECKING:
+    from inference import Comparison, Draws, Estimate, Evidence, Factors, GroundTruth, Run, ZooError
+    from zoo.api import compare, run
+    from zoo.registry import (
+        ModelEntry,
+        get_model,
+        isolated,
+        list_models,
+        register,
+        unregister,
+    )
+    from zoo.sweep import report
+
+
+def __getattr__(name: str) -> Any:
+    if name in _PUBLIC:
+        value = getattr(importlib.import_module(_PUBLIC[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'zoo' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_PUBLIC))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 import time
 import traceback
 import warnings
@@ -23,7 +22,7 @@ from inference import (
 )
 from inference.accuracy import comparison_table
 from inference.results import one_line
-from inference.runtime import seeded, threads
+from inference.runtime import interactive, seeded, threads
 
 from .registry import ModelEntry, get_model
 from .validation import check_data
@@ -45,6 +44,7 @@ class Prepared:
     options: dict[str, Any]
     seed: int
     progress: bool
+    default_data: bool = False
 
 
 def prepare(
@@ -68,8 +68,8 @@ def prepare(
         checked = check_data(entry.name, entry.model, entry.load_data(), data)
     opts = check_options(spec, {**entry.engine_options.get(engine, {}), **options})
     if progress is None:
-        progress = sys.stderr.isatty()
-    return Prepared(entry, engine, checked, opts, seed, bool(progress))
+        progress = interactive()
+    return Prepared(entry, engine, checked, opts, seed, bool(progress), data is None)
 
 
 def execute(p: Prepared) -> Run:
@@ -80,14 +80,9 @@ def execute(p: Prepared) -> Run:
     start = time.perf_counter()
     with seeded(p.seed), threads(1):
         try:
+            structure = entry.structure if p.default_data else inspect_model(entry.model, p.data)
             ctx = EngineContext(
-                entry.name,
-                entry.model,
-                entry.guide,
-                p.data,
-                inspect_model(entry.model, p.data),
-                p.seed,
-                p.progress,
+                entry.name, entry.model, entry.guide, p.data, structure, p.seed, p.progress
             )
             result = spec.fn(ctx, **p.options)
         except ZooError:

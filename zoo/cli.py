@@ -1,34 +1,89 @@
 """Command line: ``zoo list | info | run | compare | report``.
 
-Errors print one line on stderr and exit with status 2 (bad input) or 1 (a run failed).
+Errors print one line on stderr and exit with status 2 (bad input) or 1 (a run failed); Ctrl-C
+prints ``zoo: interrupted`` and exits with 130. torch and the engines are imported inside the
+commands, so ``zoo --help`` answers at once.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import importlib
+import importlib.util
 import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+PROFILES_HELP = (
+    "quick (default: minutes for the whole zoo), full (publication numbers: long runs, 4 chains) "
+    "or smoke (tiny runs that check every page renders)"
+)
+
+
+class UsageError(ValueError):
+    """A wrong command line (exit status 2)."""
+
 
 def _parse_options(items: Sequence[str]) -> dict[str, Any]:
     """``KEY=VALUE`` pairs; values are Python literals when they parse (``3``, ``0.1``,
-    ``(0.4, 0.6, 0.7)``, ``True``), strings otherwise."""
+    ``(0.4, 0.6, 0.7)``, ``True``), strings otherwise. ``ENGINE.KEY=VALUE`` gives an option to
+    one engine only (returned as ``{ENGINE: {KEY: VALUE}}``)."""
     out: dict[str, Any] = {}
     for item in items:
         key, sep, raw = item.partition("=")
-        if not sep or not key.isidentifier():
-            from inference import ZooError
-
-            raise ZooError(f"options are KEY=VALUE, got {item!r}")
+        engine, dot, name = key.rpartition(".")
+        if not sep or not name.isidentifier() or (dot and not engine.isidentifier()):
+            raise UsageError(f"options are KEY=VALUE or ENGINE.KEY=VALUE, got {item!r}")
         try:
-            out[key] = ast.literal_eval(raw)
+            value = ast.literal_eval(raw)
         except (ValueError, SyntaxError):
-            out[key] = raw
+            value = raw
+        if dot:
+            out.setdefault(engine, {})[name] = value
+        else:
+            out[name] = value
     return out
+
+
+def _engines(text: str | None) -> list[str] | None:
+    if text is None:
+        return None
+    names = [e.strip() for e in text.split(",") if e.strip()]
+    if not names:
+        raise UsageError("--engines is empty: name at least one engine (or leave it out for all)")
+    return names
+
+
+def _progress(args: argparse.Namespace) -> bool:
+    """Bars only on a terminal: a log file or a pipe is not flooded."""
+    return not args.quiet and sys.stderr.isatty()
+
+
+def load_models(sources: Sequence[str]) -> None:
+    """Import Python files or modules that register models (``--models my_models.py``)."""
+    for source in sources:
+        path = Path(source)
+        try:
+            if source.endswith(".py") or path.exists():
+                if not path.is_file():
+                    raise UsageError(f"--models {source!r}: no such file")
+                spec = importlib.util.spec_from_file_location(f"zoo_user_models_{path.stem}", path)
+                module = importlib.util.module_from_spec(spec)
+                sys.modules[spec.name] = module
+                spec.loader.exec_module(module)
+            else:
+                importlib.import_module(source)
+        except (UsageError, KeyboardInterrupt):
+            raise
+        except Exception as e:  # noqa: BLE001 - the user's file: say what went wrong, briefly
+            lines = str(e).strip().splitlines()
+            raise UsageError(
+                f"could not load models from {source!r}: {type(e).__name__}: "
+                f"{lines[0] if lines else ''}"
+            ) from None
 
 
 def cmd_list(args: argparse.Namespace) -> int:
@@ -36,7 +91,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
     for name in zoo.list_models():
         entry = zoo.get_model(name)
-        print(f"{name:<20} {', '.join(entry.engines):<32} {entry.description}")
+        print(f"{name:<28} {', '.join(entry.engines):<48} {entry.description}")
     return 0
 
 
@@ -44,8 +99,9 @@ def cmd_info(args: argparse.Namespace) -> int:
     import zoo
 
     entry = zoo.get_model(args.name)
-    print(f"{entry.name}  (seed {entry.seed_ref})\n")
-    print(entry.doc.strip(), "\n")
+    print(f"{entry.name}  (seed {entry.seed_ref or '-'})\n")
+    if entry.doc.strip():
+        print(entry.doc.strip(), "\n")
     data = entry.load_data()
     print("default data:")
     for key, value in data.items():
@@ -53,12 +109,14 @@ def cmd_info(args: argparse.Namespace) -> int:
         print(f"  {key}: {shape}")
     s = entry.structure
     print(f"latent sites: continuous {list(s.continuous)}, discrete {list(s.discrete)}")
+    if s.deterministic:
+        print(f"deterministic sites: {list(s.deterministic)}")
     print("engines and their options (defaults):")
     for eng in entry.engines:
         spec = entry.engine_spec(eng)
         opts = {**spec.defaults, **entry.engine_options.get(eng, {})}
         shown = ", ".join(f"{k}={v!r}" for k, v in opts.items())
-        print(f"  {eng:<6} {spec.summary}\n         {shown}")
+        print(f"  {eng:<10} {spec.summary}\n             {shown or '(no options)'}")
     truth = entry.ground_truth(data)
     print(f"ground truth: {truth.source if truth else 'none (long NUTS is the reference)'}")
     return 0
@@ -74,31 +132,23 @@ def _write_run(run: Any, out: Path) -> None:
         "diagnostics.json": dumps(run_record(run)),
     }
     if run.idata is not None:
-        files["idata.nc"] = _netcdf_bytes(run.idata)
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "idata.nc"
+            run.idata.to_netcdf(str(path))
+            files["idata.nc"] = path.read_bytes()
     with locked(out):
         write_atomically(out, files)
 
 
-def _netcdf_bytes(idata: Any) -> bytes:
-    """InferenceData as netCDF bytes (written through a temporary file)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "idata.nc"
-        idata.to_netcdf(str(path))
-        return path.read_bytes()
-
-
 def cmd_run(args: argparse.Namespace) -> int:
-    import zoo
+    from inference.serialize import dumps
     from zoo.api import execute, prepare
     from zoo.files import check_writable
 
-    prepared = prepare(
-        args.name,
-        args.engine,
-        seed=args.seed,
-        progress=not args.quiet,
-        **_parse_options(args.option),
-    )
+    options = _parse_options(args.option)
+    if any(isinstance(v, dict) for v in options.values()):
+        raise UsageError("zoo run takes KEY=VALUE options for its one engine (no ENGINE.KEY)")
+    prepared = prepare(args.name, args.engine, seed=args.seed, progress=_progress(args), **options)
     out = check_writable(args.out) if args.out else None
     run = execute(prepared)
     if not run.ok:
@@ -108,30 +158,34 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(run.summary[cols].head(30).to_string(float_format=lambda v: f"{v:.6g}"))
     if len(run.summary) > 30:
         print(f"... {len(run.summary) - 30} more rows")
-    from inference.serialize import dumps
-
-    shown = {k: v for k, v in run.diagnostics.items() if not isinstance(v, list)}
+    if run.evidence is not None:
+        print(f"{run.evidence.describe()}: {run.evidence.value:.6f}")
+    shown = {k: v for k, v in run.diagnostics.items() if not isinstance(v, list | dict)}
     print(dumps(shown), end="")
-    if args.out:
+    if out is not None:
         _write_run(run, out)
-        print(f"wrote {args.out}/idata.nc, summary.csv, diagnostics.json")
-    del zoo
+        print(f"wrote {out}/idata.nc, summary.csv, diagnostics.json")
     return 0
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
     import zoo
 
-    engines = args.engines.split(",") if args.engines else None
     cmp = zoo.compare(
-        args.name, engines, seed=args.seed, progress=not args.quiet, **_parse_options(args.option)
+        args.name,
+        _engines(args.engines),
+        seed=args.seed,
+        progress=_progress(args),
+        **_parse_options(args.option),
     )
     print(cmp.table.to_string(float_format=lambda v: f"{v:.4g}"))
     print()
     for eng, run in cmp.runs.items():
         status = "ok" if run.ok else f"FAILED: {run.error}"
-        ev = "" if run.log_evidence is None else f"  log evidence {run.log_evidence:.6f}"
-        print(f"{eng:<6} {run.diagnostics['wall_time_s']:8.2f} s  {status}{ev}")
+        ev = "" if run.evidence is None else f"  {run.evidence.describe()} {run.log_evidence:.6f}"
+        print(f"{eng:<10} {run.diagnostics['wall_time_s']:8.2f} s  {status}{ev}")
+    if cmp.truth is not None and cmp.truth.log_evidence is not None:
+        print(f"{'truth':<10} exact log evidence {cmp.truth.log_evidence:.6f}")
     return 0 if all(r.ok for r in cmp.runs.values()) else 1
 
 
@@ -143,49 +197,72 @@ def cmd_report(args: argparse.Namespace) -> int:
         out=args.out,
         profile=args.profile,
         seed=args.seed,
-        progress=not args.quiet,
+        progress=_progress(args),
+        engines=_engines(args.engines),
+        options=_parse_options(args.option),
+        workers=args.workers,
+        scheduler=args.scheduler,
     )
     print(f"report written to {path}")
     return 0
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("pyro-zoo")
+    except PackageNotFoundError:
+        return "unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="zoo", description="A model zoo on Pyro.")
+    p = argparse.ArgumentParser(
+        prog="zoo", description="A model zoo on Pyro: run and compare inference engines."
+    )
+    p.add_argument("--version", action="version", version=f"zoo {_version()}")
     sub = p.add_subparsers(dest="command", required=True)
-    sub.add_parser("list", help="list registered models").set_defaults(fn=cmd_list)
-    info = sub.add_parser("info", help="describe a model, its data and engines")
-    info.add_argument("name")
-    info.set_defaults(fn=cmd_info)
+
+    def models_arg(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument(
+            "--models",
+            action="append",
+            default=[],
+            metavar="FILE_OR_MODULE",
+            help="a Python file or module that registers models (repeatable)",
+        )
 
     def common(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("--seed", type=int, default=0)
         sp.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+        models_arg(sp)
+
+    def options_arg(sp: argparse.ArgumentParser, help_text: str) -> None:
+        sp.add_argument(
+            "--option", "-o", action="append", default=[], metavar="KEY=VALUE", help=help_text
+        )
+
+    lst = sub.add_parser("list", help="list registered models")
+    models_arg(lst)
+    lst.set_defaults(fn=cmd_list)
+    info = sub.add_parser("info", help="describe a model, its data and engines")
+    info.add_argument("name")
+    models_arg(info)
+    info.set_defaults(fn=cmd_info)
 
     run = sub.add_parser("run", help="run one engine on one model")
     run.add_argument("name")
     run.add_argument("--engine", "-e", required=True)
     run.add_argument("--out", help="folder for idata.nc, summary.csv, diagnostics.json")
-    run.add_argument(
-        "--option",
-        "-o",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="engine option, e.g. -o num_steps=500 (repeatable)",
-    )
+    options_arg(run, "engine option, e.g. -o num_steps=500 (repeatable)")
     common(run)
     run.set_defaults(fn=cmd_run)
 
     cmp = sub.add_parser("compare", help="run several engines and tabulate against the truth")
     cmp.add_argument("name")
     cmp.add_argument("--engines", help="comma-separated (default: every engine that applies)")
-    cmp.add_argument(
-        "--option",
-        "-o",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="option for every engine that takes it (repeatable)",
+    options_arg(
+        cmp, "KEY=VALUE for every engine that takes it, ENGINE.KEY=VALUE for one (repeatable)"
     )
     common(cmp)
     cmp.set_defaults(fn=cmd_compare)
@@ -193,24 +270,34 @@ def build_parser() -> argparse.ArgumentParser:
     rep = sub.add_parser("report", help="write the HTML/Markdown comparison report")
     rep.add_argument("names", nargs="*", help="models (default: all)")
     rep.add_argument("--out", default="zoo-report")
-    rep.add_argument("--profile", default="quick", help="quick or full")
+    rep.add_argument("--profile", default="quick", help=PROFILES_HELP)
+    rep.add_argument("--engines", help="comma-separated (default: every engine that applies)")
+    rep.add_argument(
+        "--workers", type=int, default=None, help="worker processes (default: one per core)"
+    )
+    rep.add_argument("--scheduler", help="address of a Dask scheduler to run the cells on")
+    options_arg(
+        rep,
+        "KEY=VALUE for every engine that takes it, ENGINE.KEY=VALUE for one, over the profile "
+        "(repeatable)",
+    )
     common(rep)
     rep.set_defaults(fn=cmd_report)
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    from inference import ZooError
-
     try:
+        args = build_parser().parse_args(argv)
+        load_models(args.models)
         return args.fn(args)
-    except (ZooError, ValueError) as e:
-        print(f"zoo: error: {e}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         print("zoo: interrupted", file=sys.stderr)
         return 130
+    except ValueError as e:  # ZooError and UsageError are ValueErrors: a wrong call
+        lines = str(e).strip().splitlines() or [type(e).__name__]
+        print(f"zoo: error: {lines[0]}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -24,12 +24,16 @@ PROFILES: dict[str, dict[str, dict[str, Any]]] = {
         "nuts": {"num_samples": 200, "warmup": 200, "num_chains": 2, "jit": True},
         "hmc": {"num_samples": 200, "warmup": 200, "num_chains": 2, "jit": True},
         "enum": {"num_samples": 200},
+        "mh": {"num_samples": 1000, "warmup": 1000, "num_chains": 2},
+        "importance": {"num_samples": 5000, "fit_steps": 500},
     },
     "full": {
         "svi": {"num_steps": 3000, "num_samples": 2000, "jit": True},
         "nuts": {"num_samples": 1000, "warmup": 1000, "num_chains": 4, "jit": True},
         "hmc": {"num_samples": 1000, "warmup": 1000, "num_chains": 4, "jit": True},
         "enum": {"num_samples": 1000},
+        "mh": {"num_samples": 5000, "warmup": 5000, "num_chains": 4},
+        "importance": {"num_samples": 20000, "fit_steps": 2000},
     },
     "smoke": {
         "svi": {"num_steps": 200, "num_samples": 200},
@@ -37,11 +41,15 @@ PROFILES: dict[str, dict[str, dict[str, Any]]] = {
         "hmc": {"num_samples": 50, "warmup": 50, "num_chains": 2},
         "enum": {"num_samples": 100},
         "exact": {"num_samples": 1000},
+        "mh": {"num_samples": 200, "warmup": 200, "num_chains": 2},
+        "importance": {"num_samples": 1000, "fit_steps": 100},
     },
 }
 
 # Options where a model's own default beats the profile only when it asks for more.
-COUNT_OPTIONS = frozenset({"num_steps", "num_samples", "warmup", "num_chains", "map_steps"})
+COUNT_OPTIONS = frozenset(
+    {"num_steps", "num_samples", "warmup", "num_chains", "map_steps", "fit_steps"}
+)
 
 
 def check_profile(profile: Any) -> dict[str, dict[str, Any]]:

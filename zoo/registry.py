@@ -15,6 +15,7 @@ import threading
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from html import escape
 from importlib.metadata import entry_points
 from typing import Any
 
@@ -34,6 +35,7 @@ from inference import (
     truth_from_distributions,
 )
 from inference.reference import describe_distributions, in_float64
+from inference.results import one_line
 from inference.runtime import seeded
 
 ENTRY_POINT_GROUP = "pyro_zoo.models"
@@ -79,6 +81,20 @@ class ModelEntry:
 
     def __repr__(self) -> str:
         return f"ModelEntry({self.name!r}, engines={list(self.engines)})"
+
+    def _repr_html_(self) -> str:
+        """Notebook display: description, seed reference, data shapes and engines."""
+        data = "".join(
+            f"<li><code>{escape(k)}</code>: "
+            f"{escape(str(tuple(v.shape)) if hasattr(v, 'shape') else type(v).__name__)}</li>"
+            for k, v in self.load_data().items()
+        )
+        engines = ", ".join(f"<code>{escape(e)}</code>" for e in self.engines)
+        ref = f" (seed {escape(self.seed_ref)})" if self.seed_ref else ""
+        return (
+            f"<div><p><b>{escape(self.name)}</b>{ref}: {escape(self.description)}</p>"
+            f"<p>engines: {engines}</p><p>data:</p><ul>{data}</ul></div>"
+        )
 
     # ------------------------------------------------------------ decorators
     def set_guide(self, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -150,7 +166,12 @@ class ModelEntry:
     def structure(self) -> ModelStructure:
         """Latent/observed sites of the model on its default data."""
         if self._structure is None:
-            self._structure = inspect_model(self.model, self.load_data())
+            try:
+                self._structure = inspect_model(self.model, self.load_data())
+            except Exception as e:  # noqa: BLE001 - the user's model: name it and the problem
+                raise ZooError(
+                    f"model {self.name!r} raised {one_line(e)} when run on its default data"
+                ) from None
         return self._structure
 
     def compared_params(self) -> tuple[str, ...]:

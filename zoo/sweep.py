@@ -26,6 +26,8 @@ from tqdm.auto import tqdm
 
 import reports
 from inference import GENERIC_ENGINES, Run, ZooError, check_options
+from inference.parallel import cores, mark_worker
+from inference.runtime import interactive
 
 from .api import check_seed, comparison, execute, prepare
 from .files import check_writable, locked, write_atomically
@@ -52,9 +54,10 @@ def plan_report(
     Raises :class:`ZooError` (a ValueError) for an unknown model (naming close matches), an
     unknown profile (naming the valid ones), ``options`` or ``engines`` naming an unknown engine,
     an unknown option, or a named model none of ``engines`` applies to (a whole-zoo report,
-    ``names=None``, leaves such models out). ``options`` maps an engine name to options that
-    override the profile wherever that engine applies (``{"svi": {"lr": 0.01}}``); ``engines``
-    keeps only those engines (default: every engine that applies to each model).
+    ``names=None``, leaves such models out). ``options`` override the profile: an engine name
+    maps to that engine's options (``{"svi": {"lr": 0.01}}``), any other key is an option for
+    every engine that takes it (``{"num_samples": 200}``); ``engines`` keeps only those engines
+    (default: every engine that applies to each model).
     """
     check_profile(profile)
     every = names is None
@@ -65,7 +68,6 @@ def plan_report(
     entries = [get_model(n) for n in dict.fromkeys(names)]
     if not entries:
         raise ZooError("no models to report")
-    options = dict(options or {})
     known = set(GENERIC_ENGINES).union(*(e.engines for e in entries))
     if isinstance(engines, str):
         engines = [engines]
@@ -74,12 +76,19 @@ def plan_report(
     unknown = [e for e in engines or () if e not in known]
     if unknown:
         raise ZooError(f"unknown engine(s) {unknown}; engines of these models: {sorted(known)}")
-    for engine, opts in options.items():
-        if engine not in known:
-            raise ZooError(f"options name unknown engine {engine!r}; engines: {sorted(known)}")
-        if not isinstance(opts, Mapping):
-            raise ZooError(f"options for engine {engine!r} must be a dict, got {opts!r}")
+    per_engine: dict[str, dict[str, Any]] = {}
+    shared: dict[str, Any] = {}
+    for key, value in dict(options or {}).items():
+        if isinstance(value, Mapping):
+            if key not in known:
+                raise ZooError(f"options name unknown engine {key!r}; engines: {sorted(known)}")
+            per_engine[key] = dict(value)
+        elif key in known:
+            raise ZooError(f"options for engine {key!r} must be a dict, got {value!r}")
+        else:
+            shared[key] = value
     cells: list[Cell] = []
+    taken: set[str] = set()
     for entry in entries:
         chosen = [e for e in entry.engines if engines is None or e in engines]
         if not chosen and every:
@@ -92,13 +101,17 @@ def plan_report(
         for engine in chosen:
             spec = entry.engine_spec(engine)
             model_defaults = entry.engine_options.get(engine, {})
-            opts = engine_options(
-                profile, engine, spec.defaults, model_defaults, options.get(engine)
-            )
+            mine = {k: v for k, v in shared.items() if k in spec.defaults}
+            taken |= set(mine)
+            override = {**mine, **per_engine.get(engine, {})}
+            opts = engine_options(profile, engine, spec.defaults, model_defaults, override)
             check_options(spec, {**model_defaults, **opts})
             cells.append(Cell(entry.name, engine, opts))
     if not cells:
         raise ZooError(f"none of the engines {list(engines or ())} applies to any model")
+    unused = sorted(set(shared) - taken)
+    if unused:
+        raise ZooError(f"option(s) {unused} are taken by none of the engines in this report")
     return cells
 
 
@@ -128,11 +141,11 @@ def executor(workers: int, scheduler: str | None = None) -> Executor | None:
     if workers <= 1:
         return None
     ctx = multiprocessing.get_context("fork")
-    return ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
+    return ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=mark_worker)
 
 
 def default_workers() -> int:
-    return max(1, min(len(os.sched_getaffinity(0)), 8))
+    return max(1, min(cores(), 8))
 
 
 def run_cells(
@@ -210,7 +223,7 @@ def write_report(
     seed = check_seed(seed)
     out = check_writable(out)
     if progress is None:
-        progress = sys.stderr.isatty()
+        progress = interactive()
     workers = default_workers() if workers is None else workers
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ZooError(f"workers must be a positive integer, got {workers!r}")

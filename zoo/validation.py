@@ -11,6 +11,7 @@ import pyro
 import torch
 
 from inference import ZooError
+from inference.results import one_line
 from inference.structure import trace_model
 
 
@@ -45,24 +46,37 @@ def check_data(
                 f"data for model {name!r} is missing {key!r} (expected {describe(expected)})"
             )
         out[key] = coerce(key, data[key], expected)
-    check_support(name, model, out)
+    check_support(name, model, out, reference)
     return out
 
 
+def _culprit(
+    model: Callable[..., Any], data: Mapping[str, Any], reference: Mapping[str, Any]
+) -> str | None:
+    """The scalar whose default value makes the model run again, if there is one."""
+    for key, default in reference.items():
+        if isinstance(default, torch.Tensor) or data.get(key) == default:
+            continue
+        try:
+            trace_model(model, {**data, key: default}, validate=True)
+        except Exception:  # noqa: BLE001 - still failing: not this one
+            continue
+        return key
+    return None
+
+
 def coerce(key: str, value: Any, expected: Any) -> Any:
-    """``value`` converted to the type of ``expected`` (the default data's), or a ZooError."""
+    """``value`` converted to the type of ``expected`` (the default data's), or a ZooError.
+    Scalars convert when exact (``2``, ``2.0``, ``torch.tensor(2.0)`` for an int or a float)
+    and must be finite."""
     if not isinstance(expected, torch.Tensor):
-        if type(expected) in (int, float) and isinstance(value, bool):
-            raise ZooError(f"data[{key!r}] must be {describe(expected)}, got {value!r}")
-        if isinstance(expected, int) and isinstance(value, (int, np.integer)):
-            return int(value)
-        if isinstance(expected, float) and isinstance(value, (int, float, np.number)):
-            return float(value)
-        if type(value) is not type(expected):
-            raise ZooError(
-                f"data[{key!r}] must be {describe(expected)}, got {type(value).__name__}"
-            )
-        return value
+        if isinstance(expected, bool) or not isinstance(expected, int | float):
+            if type(value) is not type(expected):
+                raise ZooError(
+                    f"data[{key!r}] must be {describe(expected)}, got {type(value).__name__}"
+                )
+            return value
+        return _scalar(key, value, expected)
     arr = value.detach().cpu().numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
     if arr.dtype.kind not in "biuf":
         raise ZooError(
@@ -84,14 +98,50 @@ def coerce(key: str, value: Any, expected: Any) -> Any:
     return torch.as_tensor(arr).to(expected.dtype)
 
 
-def check_support(name: str, model: Callable[..., Any], data: Mapping[str, Any]) -> None:
-    """Run the model once on ``data``; every observed value must lie in its site's support and
-    have the site's shape."""
+def _scalar(key: str, value: Any, expected: int | float) -> int | float:
+    kind = "an integer" if isinstance(expected, int) else "a number"
+    if isinstance(value, torch.Tensor | np.ndarray):
+        if value.ndim != 0 or value.dtype == torch.bool or getattr(value.dtype, "kind", "") == "b":
+            raise ZooError(
+                f"data[{key!r}] must be {kind}, got an array of shape {tuple(value.shape)}"
+            )
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, int | float | np.number):
+        raise ZooError(f"data[{key!r}] must be {kind}, got {value!r}")
+    if not np.isfinite(float(value)):
+        raise ZooError(f"data[{key!r}] must be finite, got {value!r}")
+    if isinstance(expected, int):
+        if float(value) != round(float(value)):
+            raise ZooError(f"data[{key!r}] must be an integer, got {value!r}")
+        return int(round(float(value)))
+    return float(value)
+
+
+def check_support(
+    name: str,
+    model: Callable[..., Any],
+    data: Mapping[str, Any],
+    reference: Mapping[str, Any] | None = None,
+) -> None:
+    """Run the model once on ``data`` with Pyro's argument checks on: a scalar that feeds a
+    distribution parameter outside its support is named (found by putting back the default
+    value of one scalar at a time); every observed value must lie in its site's support and have
+    the site's shape."""
     try:
-        trace = trace_model(model, data)
+        trace = trace_model(model, data, validate=True)
     except Exception as e:  # noqa: BLE001 - the model itself rejects the data
-        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
-        raise ZooError(f"data does not fit model {name!r}: {first}") from None
+        reason = one_line(e)
+        culprit = _culprit(model, data, reference or {})
+        if culprit is not None and "Expected parameter" in reason:
+            raise ZooError(
+                f"data[{culprit!r}] = {data[culprit]!r} is outside the support of the "
+                f"distribution parameter it feeds in model {name!r} ({reason})"
+            ) from None
+        if culprit is not None:
+            raise ZooError(
+                f"data[{culprit!r}] = {data[culprit]!r} does not fit model {name!r} ({reason})"
+            ) from None
+        raise ZooError(f"data does not fit model {name!r}: {reason}") from None
     for site_name, site in trace.nodes.items():
         if site["type"] != "sample" or not site["is_observed"]:
             continue

@@ -1,0 +1,107 @@
+"""Both cores, one thread each: chains and report cells in worker processes give exactly the
+numbers of the sequential run; bad models give one clear error or a failed run, never a
+traceback from a worker."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyro
+import pyro.distributions as dist
+import pytest
+import torch
+
+import zoo
+from inference.parallel import cores
+from zoo import sweep
+
+needs_two_cores = pytest.mark.skipif(cores() < 2, reason="needs two cores")
+
+
+@needs_two_cores
+@pytest.mark.parametrize("engine", ["nuts", "mh"])
+def test_parallel_chains_give_the_sequential_numbers(engine):
+    kw = dict(num_samples=40, warmup=40, num_chains=2, seed=7)
+    par = zoo.run("three_coin", engine, parallel=True, **kw)
+    seq = zoo.run("three_coin", engine, parallel=False, **kw)
+    assert par.diagnostics["chains_in_parallel"] and not seq.diagnostics["chains_in_parallel"]
+    for site in ("pi", "p", "q", "z"):
+        np.testing.assert_array_equal(
+            par.idata.posterior[site].values, seq.idata.posterior[site].values
+        )
+
+
+@needs_two_cores
+def test_report_cells_in_worker_processes_give_the_same_numbers(tmp_path):
+    opts = {"svi": {"num_steps": 50, "num_samples": 50}}
+    cells = sweep.plan_report(
+        ["beta_bernoulli"], profile="smoke", engines=["svi", "exact"], options=opts
+    )
+    one = sweep.run_cells(cells, seed=3, workers=1)
+    two = sweep.run_cells(cells, seed=3, workers=2)
+    for key, run in one.items():
+        assert two[key].ok and run.ok
+        np.testing.assert_array_equal(
+            run.idata.posterior["p"].values, two[key].idata.posterior["p"].values
+        )
+
+
+def test_a_model_that_raises_is_one_clear_error(registry):
+    def broken(y):
+        raise KeyError("no column 'age'")
+
+    zoo.register("broken_model", model=broken, data={"y": torch.ones(2)})
+    with pytest.raises(ValueError, match=r"model 'broken_model' raised KeyError: .no column"):
+        zoo.run("broken_model", "nuts")
+
+
+def test_a_model_without_latent_sites(registry):
+    def observed_only(y):
+        with pyro.plate("n", len(y)):
+            pyro.sample("y", dist.Normal(0.0, 1.0), obs=y)
+
+    zoo.register("no_latents", model=observed_only, data={"y": torch.ones(2)})
+    assert zoo.get_model("no_latents").engines == ()
+    with pytest.raises(ValueError, match="does not apply.*no latent sites"):
+        zoo.run("no_latents", "svi")
+
+
+def test_nan_log_density_everywhere_is_a_failed_run(registry):
+    def nan_model(y):
+        mu = pyro.sample("mu", dist.Normal(0.0, 1.0))
+        pyro.factor("nan", mu * float("nan"))
+        with pyro.plate("n", len(y)):
+            pyro.sample("y", dist.Normal(mu, 1.0), obs=y)
+
+    zoo.register("nan_model", model=nan_model, data={"y": torch.ones(2)})
+    for engine, kw in (("nuts", {"num_samples": 5, "warmup": 5}), ("svi", {"num_steps": 5})):
+        with pytest.warns(RuntimeWarning, match="failed"):
+            run = zoo.run("nan_model", engine, **kw)
+        assert not run.ok and "\n" not in run.error
+
+
+def test_data_the_model_cannot_take(registry):
+    def needs_matrix(X, y):
+        beta = pyro.sample("beta", dist.Normal(0.0, 1.0).expand([X.shape[1]]).to_event(1))
+        with pyro.plate("n", len(y)):
+            pyro.sample("y", dist.Normal(X @ beta, 1.0), obs=y)
+
+    zoo.register(
+        "needs_matrix", model=needs_matrix, data={"X": torch.ones(4, 2), "y": torch.ones(4)}
+    )
+    with pytest.raises(ValueError, match=r"data\['X'\] has shape \(4, 3\); expected"):
+        zoo.run("needs_matrix", "svi", data={"X": torch.ones(4, 3), "y": torch.ones(4)})
+    with pytest.raises(ValueError, match="does not fit model 'needs_matrix'"):
+        zoo.run("needs_matrix", "svi", data={"X": torch.ones(4, 2), "y": torch.ones(5)})
+
+
+@needs_two_cores
+def test_a_failing_chain_in_a_worker_is_a_failed_run_not_a_traceback(registry, capfd):
+    def nan_model(y):
+        mu = pyro.sample("mu", dist.Normal(0.0, 1.0))
+        pyro.factor("nan", mu * float("nan"))
+
+    zoo.register("nan_chains", model=nan_model, data={"y": torch.ones(2)})
+    with pytest.warns(RuntimeWarning, match="failed"):
+        run = zoo.run("nan_chains", "nuts", num_samples=5, warmup=5, num_chains=2)
+    assert not run.ok
+    assert "Traceback" not in capfd.readouterr().err
