@@ -154,7 +154,8 @@ def findings(
     for engine in table_engines(table):
         run = runs.get(engine)
         if not _ok(run):
-            out.append(Finding(engine, "failed", "bad", f"{engine} failed: {run.error}"))
+            text = f"{engine} failed. {explain_failure(run.error)} The error: {run.error}"
+            out.append(Finding(engine, "failed", "bad", text))
             continue
         if (has_truth or ref_name is not None) and engine != ref_name:
             ref_run = runs.get(ref_name) if ref_name else None

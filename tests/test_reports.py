@@ -371,4 +371,43 @@ def test_findings_without_truth_use_converged_mcmc() -> None:
         "under-estimates sd(tau) by 50%" in f.text and "nuts's draws" in f.text for f in found
     )
     failed = reports.findings(table, runs={"svi": svi, "nuts": nuts})
-    assert any(f.level == "bad" and f.text == "svi failed: boom" for f in failed)
+    assert any(
+        f.level == "bad" and f.text.startswith("svi failed.") and f.text.endswith("error: boom")
+        for f in failed
+    )
+
+
+def test_index_cell_is_green_only_when_means_and_sds_are_right() -> None:
+    cmp = hand_comparison()  # svi: mean near the truth's, sd far too small
+    files = reports.render_model_page(cmp, profile="smoke", seed=0)
+    summary = json.loads(files["summary"])
+    assert summary["engines"]["exact"]["accuracy"] == "good"
+    assert summary["engines"]["svi"]["accuracy"] in ("warn", "bad")
+    index = reports.render_index([summary], profile="smoke")["index.html"]
+    assert (
+        '<td class="good"' in index
+        and f'<td class="{summary["engines"]["svi"]["accuracy"]}"' in index
+    )
+
+
+def test_a_model_without_docstring_has_no_empty_model_box(registry) -> None:
+    import pyro
+    import pyro.distributions as dist
+    import torch
+
+    def bare(y):
+        p = pyro.sample("p", dist.Beta(1.0, 1.0))
+        pyro.sample("y", dist.Bernoulli(p), obs=y)
+
+    entry = zoo.register("bare_model", model=bare, data={"y": torch.tensor(1.0)})
+    cmp = zoo.compare(entry, ["svi"], num_steps=10, num_samples=10)
+    html = reports.render_model_page(cmp)["bare_model.html"]
+    check_html(html)
+    assert '<pre class="story">' not in html
+
+
+def test_failed_cell_is_explained_in_plain_words() -> None:
+    cmp = hand_comparison(failed_svi=True)
+    html = reports.render_model_page(cmp)["beta_bernoulli.html"]
+    assert "The optimisation diverged" in html
+    assert html.index("The optimisation diverged") < html.index("NumericalFailure: ELBO is NaN")
