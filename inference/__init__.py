@@ -2,7 +2,14 @@
 data and options, and returns a :class:`Run`."""
 
 from .context import EngineContext
-from .engines import GENERIC_ENGINES, EngineSpec, check_options, exact_spec, reference_spec
+from .engines import (
+    GENERIC_ENGINES,
+    EngineSpec,
+    check_options,
+    exact_spec,
+    reference_spec,
+    variant_spec,
+)
 from .outputs import Draws, Estimate, Factors
 from .reference import truth_from_distributions
 from .replay import VectorisationWarning
@@ -38,4 +45,5 @@ __all__ = [
     "inspect_model",
     "reference_spec",
     "truth_from_distributions",
+    "variant_spec",
 ]

@@ -100,6 +100,17 @@ def reference_spec(name: str, fn: Callable[..., Any]) -> EngineSpec:
     return EngineSpec(name, run, doc, options_of(fn), generic=False)
 
 
+def variant_spec(name: str, base: EngineSpec, fixed: Mapping[str, Any]) -> EngineSpec:
+    """A generic engine with some options fixed, as an engine of its own (``svi_fullrank``)."""
+
+    def run(ctx: EngineContext, **options: Any) -> Run:
+        return base.fn(ctx, **{**fixed, **options})
+
+    shown = ", ".join(f"{k}={v!r}" for k, v in fixed.items())
+    defaults = {k: v for k, v in base.defaults.items() if k not in fixed}
+    return EngineSpec(name, run, f"{base.name} with {shown}: {base.summary}", defaults, False)
+
+
 def exact_spec(posterior: Callable[..., Any]) -> EngineSpec:
     """The ``exact`` engine of a closed-form posterior ``fn(**data) -> ({site: dist}, log_z)``:
     exact moments and evidence, ``num_samples`` exact draws of each site."""

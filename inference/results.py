@@ -222,6 +222,7 @@ class ModelInfo:
     engines: tuple[str, ...] = ()  # engines that apply
     params: tuple[str, ...] = ()  # sites compared in tables
     discrete: tuple[str, ...] = ()  # discrete latent sites
+    figures: Mapping[str, Any] = field(default_factory=dict)  # figures the model asks for
 
 
 @dataclass

@@ -311,8 +311,84 @@ def mcmc_figure(
     return FigureImage("mcmc", f"{engine}: traces and rank plots", caption, to_base64_png(fig))
 
 
+def pair_figure(cmp: Any, x_row: str, y_row: str) -> FigureImage | None:
+    """Joint MCMC draws of two parameters per MCMC engine, divergent transitions in red: where
+    in the posterior (a funnel's neck) a sampler fails."""
+    panels = []
+    for engine, run in cmp.runs.items():
+        if not run.ok or run.idata is None or "sample_stats" not in run.idata.groups():
+            continue
+        x, y = draws_for(run, x_row), draws_for(run, y_row)
+        if x is None or y is None or "diverging" not in run.idata.sample_stats:
+            continue
+        div = np.asarray(run.idata.sample_stats["diverging"].values, dtype=bool)
+        panels.append((engine, x.ravel(), y.ravel(), div.ravel()))
+    if not panels:
+        return None
+    fig = Figure(figsize=(4.2 * len(panels), 3.4))
+    for i, (engine, x, y, div) in enumerate(panels):
+        ax = fig.add_subplot(1, len(panels), i + 1)
+        ax.scatter(x[~div], y[~div], s=5, alpha=0.35, color="#1f77b4", label="draws")
+        ax.scatter(x[div], y[div], s=14, color="#d62728", label=f"divergent ({div.sum()})")
+        if (y > 0).all():
+            ax.set_yscale("log")
+        ax.set_xlabel(x_row, fontsize=9)
+        ax.set_ylabel(y_row, fontsize=9)
+        ax.set_title(engine, fontsize=10)
+        ax.tick_params(labelsize=8)
+        ax.legend(fontsize=7, frameon=False)
+        ax.spines[["top", "right"]].set_visible(False)
+    fig.tight_layout()
+    caption = (
+        f"MCMC draws of {x_row} and {y_row}; red: transitions that diverged (the sampler's "
+        "step was too large for the curvature there)."
+    )
+    return FigureImage("pairs", f"{y_row} against {x_row}", caption, to_base64_png(fig))
+
+
+def fit_figure(cmp: Any, spec: dict, colors: dict[str, str]) -> FigureImage | None:
+    """The data with each engine's posterior mean (and 90% band) of a deterministic site that
+    gives the fitted curve at every observation."""
+    data = cmp.data
+    x = np.asarray(_as_numpy(data.get(spec.get("x"))), dtype=float)
+    y = np.asarray(_as_numpy(data.get(spec.get("y"))), dtype=float)
+    if x.ndim != 1 or y.shape != x.shape:
+        return None
+    order = np.argsort(x)
+    fig = Figure(figsize=(6.4, 3.6))
+    ax = fig.add_subplot()
+    ax.scatter(x, y, s=10, color="black", alpha=0.6, label="data", zorder=3)
+    drawn = 0
+    for engine, run in cmp.runs.items():
+        post = getattr(run.idata, "posterior", None) if run.ok else None
+        if post is None or spec.get("mean") not in post:
+            continue
+        mu = np.asarray(post[spec["mean"]].values, dtype=float)
+        mu = mu.reshape(-1, *mu.shape[2:])
+        if mu.shape[1:] != x.shape:
+            continue
+        lo, mid, hi = np.quantile(mu, [0.05, 0.5, 0.95], axis=0)
+        ax.plot(x[order], mid[order], color=colors[engine], lw=1.6, label=engine)
+        ax.fill_between(x[order], lo[order], hi[order], color=colors[engine], alpha=0.15)
+        drawn += 1
+    if not drawn:
+        return None
+    ax.set_xlabel(spec["x"], fontsize=9)
+    ax.set_ylabel(spec["y"], fontsize=9)
+    ax.tick_params(labelsize=8)
+    ax.legend(fontsize=7, frameon=False)
+    ax.spines[["top", "right"]].set_visible(False)
+    caption = f"Data and each engine's posterior median of {spec['mean']} with its 90% band."
+    return FigureImage("fit", "Fit over the data", caption, to_base64_png(fig))
+
+
+def _as_numpy(v: Any) -> Any:
+    return v.detach().cpu().numpy() if hasattr(v, "detach") else v
+
+
 def model_figures(cmp: Any) -> list[FigureImage]:
-    """Every figure of a model page: densities, optimisation traces, MCMC traces."""
+    """Every figure of a model page: densities, optimisation traces, MCMC traces, and the
+    figures the model asks for (pairs of parameters, the fit over the data)."""
     colors = engine_colors(cmp.runs)
     rows = density_rows(cmp)
     figs = [density_figure(cmp, row, colors) for row in rows]
@@ -321,6 +397,15 @@ def model_figures(cmp: Any) -> list[FigureImage]:
         figs.append(opt)
     for engine in cmp.runs:
         f = mcmc_figure(cmp, engine, rows, colors)
+        if f is not None:
+            figs.append(f)
+    asked = getattr(cmp.model, "figures", {}) or {}
+    for x_row, y_row in asked.get("pairs", ()):
+        f = pair_figure(cmp, x_row, y_row)
+        if f is not None:
+            figs.append(f)
+    if asked.get("fit"):
+        f = fit_figure(cmp, asked["fit"], colors)
         if f is not None:
             figs.append(f)
     return figs

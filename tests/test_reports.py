@@ -411,3 +411,42 @@ def test_failed_cell_is_explained_in_plain_words() -> None:
     html = reports.render_model_page(cmp)["beta_bernoulli.html"]
     assert "The optimisation diverged" in html
     assert html.index("The optimisation diverged") < html.index("NumericalFailure: ELBO is NaN")
+
+
+def test_variants_and_the_figures_a_model_asks_for(registry) -> None:
+    """Engine variants (one comparison, several guides) and the pair and fit figures."""
+    import pyro
+    import pyro.distributions as dist
+    import torch
+
+    x = torch.linspace(-1, 1, 12)
+    y = 0.5 + 2.0 * x + 0.1 * torch.randn(12, generator=torch.Generator().manual_seed(0))
+
+    @zoo.register(
+        data={"x": x, "y": y},
+        variants={"svi_fullrank": ("svi", {"guide": "mvn"})},
+        figures={"pairs": [("a", "sigma")], "fit": {"x": "x", "y": "y", "mean": "mu"}},
+    )
+    def line(x, y):
+        a = pyro.sample("a", dist.Normal(0.0, 5.0))
+        b = pyro.sample("b", dist.Normal(0.0, 5.0))
+        sigma = pyro.sample("sigma", dist.HalfNormal(1.0))
+        mu = pyro.deterministic("mu", a + b * x)
+        with pyro.plate("n", len(y)):
+            pyro.sample("y", dist.Normal(mu, sigma), obs=y)
+
+    assert "svi_fullrank" in line.engines
+    with pytest.raises(ValueError, match="unknown option 'guide'"):
+        zoo.run(line, "svi_fullrank", guide="normal")  # fixed by the variant
+    cmp = zoo.compare(
+        line,
+        ["svi", "svi_fullrank", "nuts"],
+        svi={"num_steps": 200, "num_samples": 100},
+        svi_fullrank={"num_steps": 200, "num_samples": 100},
+        nuts={"num_samples": 50, "warmup": 50, "num_chains": 1},
+    )
+    assert cmp.runs["svi_fullrank"].diagnostics["guide"] == "mvn"
+    assert cmp.runs["svi"].diagnostics["guide"] == "normal"
+    kinds = [f.kind for f in reports.model_context(cmp)["figures"]]
+    assert "pairs" in kinds and "fit" in kinds
+    check_html(reports.render_model_page(cmp)["line.html"])

@@ -29,10 +29,12 @@ from inference import (
     ModelInfo,
     ModelStructure,
     ZooError,
+    check_options,
     exact_spec,
     inspect_model,
     reference_spec,
     truth_from_distributions,
+    variant_spec,
 )
 from inference.reference import describe_distributions, in_float64
 from inference.results import one_line
@@ -72,6 +74,8 @@ class ModelEntry:
     generic_engines: tuple[str, ...] | None = None
     params: tuple[str, ...] | None = None
     engine_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    variants: Mapping[str, tuple[str, Mapping[str, Any]]] = field(default_factory=dict)
+    figures: Mapping[str, Any] = field(default_factory=dict)
     seed_ref: str = ""
     doc: str = ""
     _structure: ModelStructure | None = field(default=None, repr=False)
@@ -190,6 +194,7 @@ class ModelEntry:
             engines=self.engines,
             params=tuple(self.compared_params()),
             discrete=self.structure.discrete,
+            figures=dict(self.figures),
         )
 
     # -------------------------------------------------------------- engines
@@ -199,7 +204,20 @@ class ModelEntry:
         if self.posterior_fn is not None:
             specs["exact"] = exact_spec(self.posterior_fn)
         specs.update({k: reference_spec(k, fn) for k, fn in self.references.items()})
+        for name, (base, fixed) in self.variants.items():
+            if self._generic_reason(base) is None:
+                specs[name] = variant_spec(name, GENERIC_ENGINES[base], fixed)
         return specs
+
+    def _generic_reason(self, engine: str) -> str | None:
+        reason = GENERIC_ENGINES[engine].not_applicable(self.structure, self.guide is not None)
+        if (
+            reason is None
+            and self.generic_engines is not None
+            and engine not in self.generic_engines
+        ):
+            return "it is not among the engines the model registered"
+        return reason
 
     @property
     def engines(self) -> tuple[str, ...]:
@@ -217,10 +235,9 @@ class ModelEntry:
         if engine in refs:
             return refs[engine]
         if engine in GENERIC_ENGINES:
-            reason = GENERIC_ENGINES[engine].not_applicable(self.structure, self.guide is not None)
-            if reason is None and (self.generic_engines is None or engine in self.generic_engines):
+            reason = self._generic_reason(engine)
+            if reason is None:
                 return GENERIC_ENGINES[engine]
-            reason = reason or "it is not among the engines the model registered"
             raise ZooError(
                 f"engine {engine!r} does not apply to model {self.name!r} ({reason}); "
                 f"engines that apply: {', '.join(self.engines)}"
@@ -263,6 +280,8 @@ def register(
     references: Mapping[str, Callable[..., Any]] | None = None,
     params: Sequence[str] | None = None,
     engine_options: Mapping[str, Mapping[str, Any]] | None = None,
+    variants: Mapping[str, tuple[str, Mapping[str, Any]]] | None = None,
+    figures: Mapping[str, Any] | None = None,
     seed_ref: str = "",
     doc: str | None = None,
     replace: bool = False,
@@ -278,8 +297,14 @@ def register(
     ``ground_truth``: ``fn(**data) -> GroundTruth``; ``posterior``: ``fn(**data) -> ({site:
     distribution}, log_evidence)``; ``references``: engine name -> ``fn(**data, **options)``
     returning plain data (see :mod:`inference.outputs`). ``engines`` restricts the generic
-    engines (default: every one that applies). ``replace=True`` replaces a model of the same name
-    (re-running a notebook cell); otherwise a duplicate name is an error.
+    engines (default: every one that applies). ``variants`` names a generic engine with fixed
+    options as an engine of its own, so one comparison can hold several
+    (``{"svi_fullrank": ("svi", {"guide": "mvn"})}``). ``figures`` asks the report for figures
+    of this model's results: ``{"pairs": [("theta[0]", "tau")]}`` (MCMC draws of two parameters,
+    divergent transitions marked) and ``{"fit": {"x": "x", "y": "y", "mean": "mu"}}`` (the
+    data with each engine's posterior mean and 90% band of the deterministic site ``mean``).
+    ``replace=True`` replaces a model of the same name (re-running a notebook cell); otherwise a
+    duplicate name is an error.
     """
     if name is not None and (not isinstance(name, str) or not name.isidentifier()):
         raise ValueError(f"model names are Python identifiers, got {name!r}")
@@ -300,6 +325,13 @@ def register(
             )
     for eng in references or {}:
         _check_reference_name(eng)
+    for eng, (base, fixed) in (variants or {}).items():
+        _check_reference_name(eng)
+        if base not in GENERIC_ENGINES or not isinstance(fixed, Mapping):
+            raise ValueError(
+                f"variant {eng!r} must be (generic engine, options), got {(base, fixed)!r}"
+            )
+        check_options(GENERIC_ENGINES[base], fixed)
 
     def make(fn: Callable[..., Any], entry_name: str) -> ModelEntry:
         entry = ModelEntry(
@@ -317,6 +349,8 @@ def register(
             generic_engines=tuple(engines) if engines is not None else None,
             params=tuple(params) if params is not None else None,
             engine_options={k: dict(v) for k, v in (engine_options or {}).items()},
+            variants={k: (b, dict(o)) for k, (b, o) in (variants or {}).items()},
+            figures=dict(figures or {}),
             seed_ref=seed_ref,
             doc=doc if doc is not None else (inspect.getdoc(fn) or ""),
         )
