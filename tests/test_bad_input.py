@@ -82,7 +82,7 @@ def test_good_user_data_is_accepted_and_converted():
     assert run.ok and run.extras["estimate"]["pi"] == pytest.approx(0.5)
     run = zoo.run("beta_bernoulli", "exact", data={"y": [1, 1], "a": 2, "b": 3.0})
     assert run.summary.loc["p", "mean"] == pytest.approx(4 / 7)
-    with pytest.raises(ValueError, match=r"data\['a'\] must be a float"):
+    with pytest.raises(ValueError, match=r"data\['a'\] must be a number"):
         zoo.run("beta_bernoulli", "exact", data={"y": [1, 1], "a": "2", "b": 3.0})
 
 
@@ -100,7 +100,7 @@ def test_numerical_failure_is_a_failed_run_not_an_exception():
         with pytest.warns(RuntimeWarning, match="failed"):
             run = zoo.run("exploding_test", "svi", num_steps=50, lr=10.0)
         assert run.status == "failed" and run.idata is None
-        assert "scale" in run.error and "\n" not in run.error  # the reason, on one line
+        assert ("scale" in run.error or "ELBO is" in run.error) and "\n" not in run.error
         assert "Traceback" in run.extras["traceback"]
         cmp = zoo.compare("exploding_test", ["svi"], svi={"num_steps": 50, "lr": 10.0})
         assert not cmp.runs["svi"].ok

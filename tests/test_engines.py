@@ -26,11 +26,17 @@ def test_every_elbo_fits_the_conjugate_guide(elbo, particles):
     )
     assert run.diagnostics["elbo_kind"] == elbo
     se = BB.sd["p"] / np.sqrt(1000)
-    assert run.summary.loc["p", "mean"] == pytest.approx(BB.mean["p"], abs=4 * se + 0.02)
     if particles == 1:  # the KL-optimal member of the conjugate family is the posterior
+        assert run.summary.loc["p", "mean"] == pytest.approx(BB.mean["p"], abs=4 * se + 0.02)
         assert run.summary.loc["p", "sd"] == pytest.approx(BB.sd["p"], abs=0.025)
-    else:  # importance-weighted bounds are optimised by an over-dispersed proposal
+    else:
+        # Importance-weighted bounds are optimised by an over-dispersed proposal whose mean is
+        # only weakly determined (the guide's gradient signal fades as particles grow: Rainforth
+        # et al. 2018), so its mean may sit up to half a posterior sd towards 0.5; what the bound
+        # does guarantee is a good importance proposal: the evidence it estimates is right.
+        assert abs(run.summary.loc["p", "mean"] - BB.mean["p"]) < 0.6 * BB.sd["p"]
         assert BB.sd["p"] - 0.01 < run.summary.loc["p", "sd"] < 1.6 * BB.sd["p"]
+        assert run.diagnostics["is_log_evidence"] == pytest.approx(BB.log_evidence, abs=0.02)
     assert run.log_evidence <= BB.log_evidence + 4 * 0.01
 
 
