@@ -17,11 +17,12 @@ $(STAMP): pyproject.toml
 report: $(STAMP)
 	$(VENV)/bin/zoo report --out $(OUT)
 
+# Two worker processes (pytest-xdist): the machines have two cores.
 test: $(STAMP)
-	$(PY) -m pytest
+	$(PY) -m pytest -n 2
 
 test-slow: $(STAMP)
-	$(PY) -m pytest -m slow
+	$(PY) -m pytest -n 2 -m slow
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
