@@ -16,7 +16,7 @@ import numpy as np
 import pyro.distributions as dist
 import torch
 
-from .arviz_io import make_run
+from .arviz_io import make_run, mcmc_convergence
 from .context import EngineContext
 from .outputs import Draws, Estimate, Factors, Output
 from .results import Evidence, GroundTruth, Run
@@ -81,7 +81,7 @@ def to_run(engine: str, out: Output, ctx: EngineContext, *, num_samples: int = 4
     if isinstance(out, Draws):
         values = {k: _numpy(v) for k, v in out.values.items()}
         posterior = values if out.chains else {k: v[None] for k, v in values.items()}
-        return make_run(
+        run = make_run(
             engine,
             posterior,
             mcmc=out.chains,
@@ -90,6 +90,9 @@ def to_run(engine: str, out: Output, ctx: EngineContext, *, num_samples: int = 4
             traces=traces,
             extras=dict(out.extras),
         )
+        if out.chains:
+            run.diagnostics.update(mcmc_convergence(run.idata.posterior))
+        return run
     if isinstance(out, Factors):
         exact = {k: moments(d) for k, d in out.dists.items()}
         posterior = {k: _numpy(d.sample((num_samples,)))[None] for k, d in out.dists.items()}
@@ -140,7 +143,7 @@ def marginal_density(d: Any) -> Callable[[np.ndarray], np.ndarray] | None:
     shape = tuple(base.batch_shape)
 
     def pdf(x: np.ndarray) -> np.ndarray:
-        t = torch.as_tensor(np.asarray(x, dtype=float), dtype=torch.get_default_dtype())
+        t = torch.as_tensor(np.asarray(x, dtype=float), dtype=torch.float64)
         t = t.reshape((-1,) + (1,) * len(shape)).expand((-1, *shape))
         with torch.no_grad():
             inside = base.support.check(t)
