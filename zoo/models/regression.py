@@ -1,1 +1,704 @@
-"""(placeholder: models of this family are being written)"""
+"""Regression and classification: linear-Gaussian models (conjugate, ridge, recursive least
+squares), linear regression with unknown noise, robust (Student-t) regression and logistic
+regression with its Laplace approximation.
+
+Shared here: the Gaussian posterior of linear weights under an isotropic prior (seed 002 §8.3),
+which is the closed form of both ``bayesian_linear_regression`` and ``ridge_map``; the full-rank
+Gaussian guide those two use; recursive least squares (seed 002 ch. 6); and a Laplace
+approximation of any model whose latent sites are real-valued.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import numpy as np
+import pyro
+import pyro.distributions as dist
+import pyro.poutine as poutine
+import torch
+from pyro.distributions import constraints
+from pyro.poutine.util import site_is_subsample
+
+import zoo
+from datasets import load_breast_cancer, load_diabetes, standardise
+
+# ------------------------------------------------------------------------------ shared helpers
+
+LINE = {"slope": 3.4, "intercept": 0.9, "noise_sd": 0.3, "n": 50}
+"""The document's synthetic line (seed 002 §5.1, L1053-1057): y = 3.4 x + 0.9 + 0.3 eps."""
+
+
+def _tensor(a: np.ndarray) -> torch.Tensor:
+    return torch.tensor(np.asarray(a), dtype=torch.float32)
+
+
+def line_data(seed: int, n: int = LINE["n"]) -> tuple[np.ndarray, np.ndarray]:
+    """``(x, y)``: x ~ N(0, 1), y = 3.4 x + 0.9 + 0.3 eps (seed 002 §5.1), numpy generator
+    ``default_rng(seed)``."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(n)
+    y = LINE["slope"] * x + LINE["intercept"] + LINE["noise_sd"] * rng.standard_normal(n)
+    return x, y
+
+
+def linear_predictor(X: torch.Tensor, beta: torch.Tensor) -> torch.Tensor:
+    """x_n^T beta for every row n of the design X (N, d): ``X @ beta`` for one beta (d,).
+
+    Written as a broadcasting dot product over the last dim so that a batch of betas shaped
+    (..., 1, d), as the engines' vectorised replay of many draws at once lays them out (the 1 is
+    the data plate's slot), gives (..., N); ``X @ beta`` would make those engines replay the
+    model one draw at a time."""
+    return torch.einsum("...d,...d->...", X, beta)
+
+
+def gaussian_posterior(
+    X: torch.Tensor, y: torch.Tensor, sigma: float, tau: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Posterior ``(mean, cov)`` of w in y ~ N(X w, sigma^2 I), w ~ N(0, tau^2 I) (seed 002 §8.3,
+    L1814-1818 with mu_0 = 0, Sigma_0 = tau^2 I)::
+
+        Sigma_n = (I / tau^2 + X^T X / sigma^2)^-1,    mu_n = Sigma_n X^T y / sigma^2.
+
+    mu_n is the ridge solution with lambda = sigma^2 / tau^2 (seed 002 §5.4)."""
+    d = X.shape[-1]
+    precision = torch.eye(d, dtype=X.dtype) / tau**2 + X.T @ X / sigma**2
+    cov = torch.cholesky_inverse(torch.linalg.cholesky(precision))
+    cov = (cov + cov.T) / 2
+    return cov @ (X.T @ y) / sigma**2, cov
+
+
+def gaussian_log_evidence(X: torch.Tensor, y: torch.Tensor, sigma: float, tau: float) -> float:
+    """log p(y | X) = log N(y | 0, sigma^2 I + tau^2 X X^T): w integrated out."""
+    n = X.shape[0]
+    cov = sigma**2 * torch.eye(n, dtype=X.dtype) + tau**2 * X @ X.T
+    return float(dist.MultivariateNormal(torch.zeros(n, dtype=X.dtype), cov).log_prob(y))
+
+
+def posterior_predictive(
+    X_new: Any, mean: Any, cov: Any, sigma: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Predictive mean and variance of new observations (seed 002 §8.3, L1830)::
+
+    p(y* | x*, y) = N(y* | x* mu_n, x* Sigma_n x*^T + sigma^2).
+    """
+    X_new, mean, cov = (np.asarray(a, dtype=float) for a in (X_new, mean, cov))
+    return X_new @ mean, np.einsum("ij,jk,ik->i", X_new, cov, X_new) + sigma**2
+
+
+def rls(
+    X: Any, y: Any, theta0: Any, P0: Any, R: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Recursive least squares (seed 002 ch. 6, L1298-1336), one observation x_k (a row) at a
+    time::
+
+        S_k     = x_k P_{k-1} x_k^T + R                    innovation variance
+        K_k     = P_{k-1} x_k^T / S_k                      gain
+        theta_k = theta_{k-1} + K_k (y_k - x_k theta_{k-1})
+        P_k     = (I - K_k x_k) P_{k-1} (I - K_k x_k)^T + K_k R K_k^T   (Joseph form, eq. 6.1)
+
+    With theta_0 = mu_0, P_0 = Sigma_0 and R = sigma^2, (theta_k, P_k) is the Bayesian posterior
+    (mu_n, Sigma_n) of the first k observations. Returns theta_k (n, d), P_k (n, d, d) and the
+    log predictive densities log N(y_k | x_k theta_{k-1}, S_k), whose sum is log p(y)."""
+    X, y = np.asarray(X, dtype=float), np.asarray(y, dtype=float)
+    theta, P = np.array(theta0, dtype=float), np.array(P0, dtype=float)
+    eye = np.eye(theta.size)
+    thetas, Ps, log_pred = [], [], []
+    for x_k, y_k in zip(X, y, strict=True):
+        s = float(x_k @ P @ x_k) + R
+        gain = P @ x_k / s
+        err = y_k - float(x_k @ theta)
+        log_pred.append(-0.5 * (math.log(2 * math.pi * s) + err**2 / s))
+        theta = theta + gain * err
+        a = eye - np.outer(gain, x_k)
+        P = a @ P @ a.T + R * np.outer(gain, gain)
+        thetas.append(theta)
+        Ps.append(P)
+    return np.array(thetas), np.array(Ps), np.array(log_pred)
+
+
+def rls_scalar(y: Any, theta0: float, P0: float, R: float) -> tuple[np.ndarray, np.ndarray]:
+    """The document's scalar example (seed 002 ch. 6, L1369-1431): x_k = 1, so
+    K_k = P_{k-1} / (P_{k-1} + R), theta_k = theta_{k-1} + K_k (y_k - theta_{k-1}),
+    P_k = P_{k-1} R / (P_{k-1} + R). Returns (theta_1..n, P_1..n)."""
+    y = np.asarray(y, dtype=float)
+    thetas, Ps, _ = rls(np.ones((y.size, 1)), y, [theta0], [[P0]], R)
+    return thetas[:, 0], Ps[:, 0, 0]
+
+
+def ridge_primal(X: Any, y: Any, lam: float) -> np.ndarray:
+    """Ridge regression (seed 002 §5.4, eq. 5.6): (X^T X + lambda I)^-1 X^T y; O(n d^2 + d^3)."""
+    X, y = np.asarray(X, dtype=float), np.asarray(y, dtype=float)
+    return np.linalg.solve(X.T @ X + lam * np.eye(X.shape[1]), X.T @ y)
+
+
+def ridge_dual(X: Any, y: Any, lam: float) -> np.ndarray:
+    """The dual form (seed 002 §5.4, eqs 5.15-5.16): X^T alpha with alpha = (X X^T + lambda I)^-1 y
+    (the document omits the I); O(n^2 d + n^3), the cheap side when d > n."""
+    X, y = np.asarray(X, dtype=float), np.asarray(y, dtype=float)
+    return X.T @ np.linalg.solve(X @ X.T + lam * np.eye(X.shape[0]), y)
+
+
+def _mvn_guide(site: str, dim: int, init_scale: float) -> None:
+    """q(w) = N(m, L L^T) with L lower-triangular: a full-rank Gaussian, which contains the exact
+    posterior of a linear-Gaussian model (so SVI's optimum is exact and the ELBO is tight)."""
+    loc = pyro.param(f"q_{site}_loc", torch.zeros(dim))
+    tril = pyro.param(
+        f"q_{site}_scale_tril",
+        init_scale * torch.eye(dim),
+        constraint=constraints.lower_cholesky,
+    )
+    pyro.sample(site, dist.MultivariateNormal(loc, scale_tril=tril))
+
+
+@contextlib.contextmanager
+def _float64() -> Iterator[None]:
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(before)
+
+
+def laplace_approximation(
+    neg_log_joint: Callable[[torch.Tensor], torch.Tensor],
+    init: torch.Tensor,
+    *,
+    max_iter: int = 100,
+    tol: float = 1e-12,
+) -> tuple[torch.Tensor, torch.Tensor, float, list[float]]:
+    """Laplace's approximation of a posterior over a real vector theta (seed 002 §7.1 engines)::
+
+        theta* = argmin U(theta),   U = -log p(y, theta)       (Newton's method, line search)
+        H      = d^2 U / d theta^2 at theta*                    (torch.autograd.functional)
+        p(theta | y) ~= N(theta*, H^-1)
+        log p(y) ~= -U(theta*) + (d / 2) log 2 pi - (1 / 2) log det H
+
+    Returns (theta*, H^-1, the log-evidence estimate, the trace of log p(y, theta) per Newton
+    step). Exact for a Gaussian posterior; a log-concave U (logistic regression under a Gaussian
+    prior) makes Newton's method converge from any start."""
+    theta = init.detach().clone()
+    u = neg_log_joint(theta).detach()
+    trace = [-float(u)]
+    for _ in range(max_iter):
+        x = theta.clone().requires_grad_(True)
+        (grad,) = torch.autograd.grad(neg_log_joint(x), x)
+        hess = torch.autograd.functional.hessian(neg_log_joint, theta)
+        step = torch.linalg.solve(hess, grad)
+        decrement = float(grad @ step)  # squared Newton decrement: 2 x the predicted decrease
+        t = 1.0
+        while True:  # backtracking (Armijo) line search
+            new = theta - t * step
+            u_new = neg_log_joint(new).detach()
+            if bool(u_new <= u - 1e-4 * t * decrement) or t < 1e-10:
+                break
+            t /= 2
+        theta, u = new.detach(), u_new
+        trace.append(-float(u))
+        if decrement / 2 < tol:
+            break
+    hess = torch.autograd.functional.hessian(neg_log_joint, theta)
+    cov = torch.cholesky_inverse(torch.linalg.cholesky(hess))
+    d = theta.numel()
+    log_z = -float(u) + 0.5 * d * math.log(2 * math.pi) - 0.5 * float(torch.logdet(hess))
+    return theta, (cov + cov.T) / 2, log_z, trace
+
+
+def model_neg_log_joint(
+    model: Callable[..., Any], data: Mapping[str, Any], shapes: Mapping[str, tuple[int, ...]]
+) -> Callable[[torch.Tensor], torch.Tensor]:
+    """-log p(y, theta) of a Pyro model as a function of one flat vector theta holding its
+    real-valued latent sites (``shapes``: site -> shape, in order). Built from the model itself,
+    so a Laplace approximation never restates the model's mathematics."""
+
+    def fn(theta: torch.Tensor) -> torch.Tensor:
+        values, i = {}, 0
+        for site, shape in shapes.items():
+            n = int(np.prod(shape))
+            values[site] = theta[i : i + n].reshape(shape)
+            i += n
+        trace = poutine.trace(poutine.condition(model, data=values)).get_trace(**data)
+        return -trace.log_prob_sum()
+
+    return fn
+
+
+# ------------------------------------------------------------------ bayesian_linear_regression
+
+
+def _line_design(seed: int) -> dict[str, Any]:
+    x, y = line_data(seed)
+    # the document's design (L1058): columns (x, 1), so w = (slope, intercept)
+    design = np.column_stack((x, np.ones_like(x)))
+    return {"X": _tensor(design), "y": _tensor(y), "sigma": LINE["noise_sd"], "tau": 5.0}
+
+
+def diabetes_data() -> dict[str, Any]:
+    """scikit-learn's diabetes data for ``bayesian_linear_regression``: 442 patients, the 10
+    features standardised (unit sd) plus a column of ones (the intercept, last), the target
+    standardised. The noise sd is taken as known: sigma = 0.7, the least-squares residual sd
+    (0.694; 0.703 with the N - 11 correction), a plug-in (empirical-Bayes) value."""
+    X, y, _ = load_diabetes()
+    design = np.column_stack((standardise(X), np.ones(len(y))))
+    return {"X": _tensor(design), "y": _tensor(standardise(y)), "sigma": 0.7, "tau": 5.0}
+
+
+@zoo.register(
+    data=_line_design(0),
+    engine_options={"svi": {"lr": 0.05}, "importance": {"lr": 0.05}},
+    seed_ref="002 §8.3, §5.1, ch. 6",
+)
+def bayesian_linear_regression(
+    X: torch.Tensor, y: torch.Tensor, sigma: float = 0.3, tau: float = 5.0
+) -> None:
+    r"""Bayesian linear regression with known noise: Gaussian prior, Gaussian posterior.
+
+    Generative story (seed 002 §8.3; data of §5.1, L1053-1058)::
+
+        beta ~ N(0, tau^2 I)                    weights, intercept included (a column of ones)
+        y_n  ~ N(x_n^T beta, sigma^2),  n = 1..N    sigma known
+
+           tau                    sigma
+            |                       |
+          (beta) ----> [y_n] <------+        n = 1..N
+                         ^
+                        x_n
+
+    Posterior N(mu_n, Sigma_n), Sigma_n = (I / tau^2 + X^T X / sigma^2)^-1,
+    mu_n = Sigma_n X^T y / sigma^2 (L1814-1818); evidence N(y | 0, sigma^2 I + tau^2 X X^T);
+    predictive N(x* mu_n, x* Sigma_n x*^T + sigma^2) (L1830, ``posterior_predictive``).
+    Recursive least squares from theta_0 = 0, P_0 = tau^2 I, R = sigma^2 (ch. 6) reaches the
+    same posterior one observation at a time (engine ``rls``).
+
+    Default data: the document's line, N = 50, x ~ N(0, 1), y = 3.4 x + 0.9 + 0.3 eps, drawn
+    with numpy's ``default_rng(0)``; X has columns (x, 1) as in the document, so beta =
+    (slope, intercept). Real data: ``diabetes_data()`` (scikit-learn diabetes, 11 columns).
+    """
+    # tau = 5: slopes and intercepts of a few units are all plausible before seeing the data
+    beta = pyro.sample("beta", dist.Normal(0.0, tau).expand([X.shape[1]]).to_event(1))
+    with pyro.plate("data", len(y)):
+        pyro.sample("y", dist.Normal(linear_predictor(X, beta), sigma), obs=y)
+
+
+@bayesian_linear_regression.set_guide
+def _(X: torch.Tensor, y: torch.Tensor, sigma: float = 0.3, tau: float = 5.0) -> None:
+    """Full-rank Gaussian q(beta) = N(m, L L^T): the posterior's own family (exact optimum)."""
+    _mvn_guide("beta", X.shape[1], 0.1)
+
+
+@bayesian_linear_regression.posterior
+def _(X: torch.Tensor, y: torch.Tensor, sigma: float = 0.3, tau: float = 5.0) -> tuple[dict, float]:
+    """N(mu_n, Sigma_n) (seed 002 §8.3) and log N(y | 0, sigma^2 I + tau^2 X X^T)."""
+    mean, cov = gaussian_posterior(X, y, sigma, tau)
+    post = dist.MultivariateNormal(mean, covariance_matrix=cov)
+    return {"beta": post}, gaussian_log_evidence(X, y, sigma, tau)
+
+
+@bayesian_linear_regression.reference("rls")
+def _(
+    X: torch.Tensor,
+    y: torch.Tensor,
+    sigma: float = 0.3,
+    tau: float = 5.0,
+    *,
+    shuffle: bool = False,
+) -> zoo.Estimate:
+    """Recursive least squares (seed 002 ch. 6) from the prior: theta_0 = 0, P_0 = tau^2 I,
+    R = sigma^2, one observation at a time (``shuffle``: in a random order; same answer)."""
+    if not isinstance(shuffle, bool):
+        raise zoo.ZooError(f"shuffle must be True or False, got {shuffle!r}")
+    Xn, yn = X.double().numpy(), y.double().numpy()
+    order = np.random.permutation(len(yn)) if shuffle else np.arange(len(yn))
+    d = Xn.shape[1]
+    thetas, Ps, log_pred = rls(Xn[order], yn[order], np.zeros(d), tau**2 * np.eye(d), sigma**2)
+    return zoo.Estimate(
+        {"beta": thetas[-1]},
+        traces={
+            "trace_P": np.trace(Ps, axis1=1, axis2=2).tolist(),
+            "log_evidence": np.cumsum(log_pred).tolist(),
+        },
+        # prediction-error decomposition: sum_k log N(y_k | x_k theta_{k-1}, S_k) = log p(y)
+        log_evidence=float(log_pred.sum()),
+        evidence_kind="exact",
+        extras={"P": Ps[-1], "theta_path": thetas, "P_path": Ps, "order": order},
+    )
+
+
+@bayesian_linear_regression.synthetic
+def _(seed: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The document's line (slope 3.4, intercept 0.9, noise sd 0.3, N = 50) from
+    ``default_rng(seed)``."""
+    return _line_design(seed), {"beta": torch.tensor([LINE["slope"], LINE["intercept"]])}
+
+
+# --------------------------------------------------------------------------- linear_regression
+
+
+def _diabetes_regression(seed: int = 0) -> dict[str, Any]:
+    """Diabetes (scikit-learn): standardised features + intercept column, standardised target;
+    the seed is unused (real data)."""
+    data = diabetes_data()
+    return {"X": data["X"], "y": data["y"], "tau": 5.0, "sigma_scale": 1.0}
+
+
+@zoo.register(
+    data=_diabetes_regression,
+    engine_options={"svi": {"lr": 0.02}, "importance": {"lr": 0.02}},
+    seed_ref="002 §5.1",
+)
+def linear_regression(
+    X: torch.Tensor, y: torch.Tensor, tau: float = 5.0, sigma_scale: float = 1.0
+) -> None:
+    r"""Linear regression with unknown noise: Gaussian weights, half-normal noise sd.
+
+    Generative story (seed 002 §5.1, the likelihood of L1078-1079 made Bayesian)::
+
+        beta  ~ N(0, tau^2 I)                   weights (the last column of X is the intercept)
+        sigma ~ HalfNormal(sigma_scale)          noise sd
+        y_n   ~ N(x_n^T beta, sigma^2),  n = 1..N
+
+          beta ----> [y_n] <---- sigma      n = 1..N
+
+    No closed form (sigma's half-normal prior is not conjugate); long NUTS is the reference.
+    With weak priors the posterior mean of beta is the least-squares solution (X^T X)^-1 X^T y
+    (L1046) and sigma is near the residual sd. Default data: scikit-learn diabetes, 442 x 10
+    features standardised (unit sd) and the target standardised (sd 1), plus an intercept
+    column (last).
+    """
+    # On standardised data a coefficient is the change in y (in sds) per sd of a feature: tau = 5
+    # is flat over every plausible value (least-squares sds are 0.03-0.26 here).
+    beta = pyro.sample("beta", dist.Normal(0.0, tau).expand([X.shape[1]]).to_event(1))
+    # sigma_scale = 1: the noise sd cannot exceed the target's own sd (1) by much
+    sigma = pyro.sample("sigma", dist.HalfNormal(sigma_scale))
+    with pyro.plate("data", len(y)):
+        pyro.sample("y", dist.Normal(linear_predictor(X, beta), sigma), obs=y)
+
+
+@linear_regression.set_guide
+def _(X: torch.Tensor, y: torch.Tensor, tau: float = 5.0, sigma_scale: float = 1.0) -> None:
+    """q(beta) full-rank Gaussian (beta | sigma is Gaussian, with correlated coordinates),
+    q(sigma) log-normal (a positive scale, near-Gaussian on the log scale for large N)."""
+    _mvn_guide("beta", X.shape[1], 0.1)
+    loc = pyro.param("q_sigma_loc", torch.tensor(0.0))
+    scale = pyro.param("q_sigma_scale", torch.tensor(0.1), constraint=constraints.positive)
+    pyro.sample("sigma", dist.LogNormal(loc, scale))
+
+
+@linear_regression.synthetic
+def _(seed: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The diabetes design with a new target: beta ~ N(0, 0.3^2) per coordinate and sigma = 0.7
+    (about the real data's), both from ``default_rng(seed)``."""
+    rng = np.random.default_rng(seed)
+    X = _diabetes_regression()["X"]
+    beta = rng.normal(0.0, 0.3, X.shape[1])
+    sigma = 0.7
+    y = X.double().numpy() @ beta + sigma * rng.standard_normal(X.shape[0])
+    data = {**_diabetes_regression(), "y": _tensor(y)}
+    return data, {"beta": _tensor(beta), "sigma": torch.tensor(sigma)}
+
+
+# ---------------------------------------------------------------------------------- ridge_map
+
+RIDGE_SHAPE = (50, 10)  # n observations, d features
+
+
+def _ridge_data(seed: int, sigma: float = 0.5, tau: float = 1.0) -> tuple[dict, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    n, d = RIDGE_SHAPE
+    X = rng.standard_normal((n, d))
+    beta = tau * rng.standard_normal(d)
+    y = X @ beta + sigma * rng.standard_normal(n)
+    return {"X": _tensor(X), "y": _tensor(y), "sigma": sigma, "tau": tau}, beta
+
+
+@zoo.register(
+    data=_ridge_data(0)[0],
+    engine_options={"svi": {"lr": 0.02}, "importance": {"lr": 0.02}},
+    seed_ref="002 §5.4",
+)
+def ridge_map(X: torch.Tensor, y: torch.Tensor, sigma: float = 0.5, tau: float = 1.0) -> None:
+    r"""Ridge regression as MAP: a Gaussian prior on the weights, known noise.
+
+    Generative story (seed 002 §5.4, read probabilistically; §8.3 with mu_0 = 0)::
+
+        beta ~ N(0, tau^2 I)                       d weights
+        y_n  ~ N(x_n^T beta, sigma^2),  n = 1..N       sigma known
+
+          tau ---> (beta) ---> [y_n] <--- x_n, sigma      n = 1..N
+
+    -log p(beta | y) = ||y - X beta||^2 / (2 sigma^2) + ||beta||^2 / (2 tau^2) + const, the ridge
+    objective (eq. 5.1) with lambda = sigma^2 / tau^2, so the MAP is
+    (X^T X + lambda I)^-1 X^T y = X^T (X X^T + lambda I)^-1 y (primal = dual, eqs 5.6, 5.16).
+    The posterior is Gaussian, so the MAP is also the posterior mean. The dual's n x n solve is
+    the cheap one when d > n (the tests check both forms on such a design). Default data:
+    synthetic, N = 50 observations of d = 10 standard-normal features, beta drawn from the prior
+    (tau = 1), sigma = 0.5, numpy's ``default_rng(0)``; lambda = 0.25.
+    """
+    # tau = 1: each feature (unit sd) moves y by about one unit at most, a priori
+    beta = pyro.sample("beta", dist.Normal(0.0, tau).expand([X.shape[1]]).to_event(1))
+    with pyro.plate("data", len(y)):
+        pyro.sample("y", dist.Normal(linear_predictor(X, beta), sigma), obs=y)
+
+
+@ridge_map.set_guide
+def _(X: torch.Tensor, y: torch.Tensor, sigma: float = 0.5, tau: float = 1.0) -> None:
+    """Full-rank Gaussian q(beta): the posterior's own family; its mean is the MAP (ridge)."""
+    _mvn_guide("beta", X.shape[1], 0.1)
+
+
+@ridge_map.posterior
+def _(X: torch.Tensor, y: torch.Tensor, sigma: float = 0.5, tau: float = 1.0) -> tuple[dict, float]:
+    """N(mu_n, Sigma_n) with mu_n the ridge solution, lambda = sigma^2 / tau^2."""
+    mean, cov = gaussian_posterior(X, y, sigma, tau)
+    post = dist.MultivariateNormal(mean, covariance_matrix=cov)
+    return {"beta": post}, gaussian_log_evidence(X, y, sigma, tau)
+
+
+@ridge_map.reference("ridge")
+def _(
+    X: torch.Tensor,
+    y: torch.Tensor,
+    sigma: float = 0.5,
+    tau: float = 1.0,
+    *,
+    form: str = "dual",
+) -> zoo.Estimate:
+    """The ridge solution with lambda = sigma^2 / tau^2 (seed 002 §5.4): the MAP, by the dual
+    (default; an n x n solve) or the primal form (a d x d solve)."""
+    if form not in ("dual", "primal"):
+        raise zoo.ZooError(f"form must be 'dual' or 'primal', got {form!r}")
+    lam = sigma**2 / tau**2
+    solve = ridge_dual if form == "dual" else ridge_primal
+    Xn, yn = X.double().numpy(), y.double().numpy()
+    beta = solve(Xn, yn, lam)
+    resid = yn - Xn @ beta
+    log_lik = -0.5 * (len(yn) * math.log(2 * math.pi * sigma**2) + resid @ resid / sigma**2)
+    return zoo.Estimate({"beta": beta}, log_evidence=float(log_lik), extras={"lambda": lam})
+
+
+@ridge_map.synthetic
+def _(seed: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """50 x 10 standard-normal design, beta ~ N(0, I), y = X beta + 0.5 eps (``default_rng``)."""
+    data, beta = _ridge_data(seed)
+    return data, {"beta": _tensor(beta)}
+
+
+# ---------------------------------------------------------------------------- robust_regression
+
+OUTLIER_FRACTION, OUTLIER_SHIFT = 0.1, -10.0
+
+
+def _outlier_line(seed: int) -> dict[str, Any]:
+    """The document's line (N = 50) with 10% gross outliers: the 5 points of largest x (the
+    most leverage) moved down by 10 (33 noise sds)."""
+    x, y = line_data(seed)
+    bad = np.argsort(x)[-int(OUTLIER_FRACTION * x.size) :]
+    y = y.copy()
+    y[bad] += OUTLIER_SHIFT
+    return {"x": _tensor(x), "y": _tensor(y), "nu": 4.0, "likelihood": "student"}
+
+
+@zoo.register(
+    data=_outlier_line(0),
+    engine_options={"svi": {"lr": 0.05}, "importance": {"lr": 0.05}},
+    seed_ref="002 §5.6 (motivation)",
+)
+def robust_regression(
+    x: torch.Tensor, y: torch.Tensor, nu: float = 4.0, likelihood: str = "student"
+) -> None:
+    r"""Robust linear regression: Student-t noise, so a few gross outliers cannot drag the line.
+
+    Generative story (seed 002 §5.6 motivates it: squared error lets one outlier dominate; the
+    document names no likelihood, Student-t is our choice)::
+
+        intercept, slope ~ N(0, 10^2)
+        sigma            ~ HalfNormal(5)                       noise scale
+        y_n ~ StudentT(nu, intercept + slope x_n, sigma),  n = 1..N    (nu = 4, fixed)
+
+          intercept, slope, sigma ----> [y_n] <---- x_n      n = 1..N
+
+    ``likelihood="gaussian"`` swaps in N(intercept + slope x_n, sigma^2): the same model with the
+    same priors and sites, so its runs compare one to one (a data flag, not a second entry).
+    nu is fixed at 4 (heavy tails, finite variance): a prior on nu is weakly identified from 50
+    points and only slows the samplers. Default data: the document's line (slope 3.4,
+    intercept 0.9, noise sd 0.3, N = 50, ``default_rng(0)``) with the 10% of points of largest
+    x moved down by 10.
+    """
+    if likelihood not in ("student", "gaussian"):
+        raise ValueError(f"likelihood must be 'student' or 'gaussian', got {likelihood!r}")
+    # wide priors: y and x are O(1) to O(10); the data decide
+    intercept = pyro.sample("intercept", dist.Normal(0.0, 10.0))
+    slope = pyro.sample("slope", dist.Normal(0.0, 10.0))
+    sigma = pyro.sample("sigma", dist.HalfNormal(5.0))
+    mean = intercept + slope * x
+    with pyro.plate("data", len(y)):
+        if likelihood == "student":
+            pyro.sample("y", dist.StudentT(nu, mean, sigma), obs=y)
+        else:
+            pyro.sample("y", dist.Normal(mean, sigma), obs=y)
+
+
+@robust_regression.set_guide
+def _(x: torch.Tensor, y: torch.Tensor, nu: float = 4.0, likelihood: str = "student") -> None:
+    """Mean-field: Normal intercept and slope (x is near-centred, so they are near-independent),
+    log-normal sigma."""
+    for site in ("intercept", "slope"):
+        loc = pyro.param(f"q_{site}_loc", torch.tensor(0.0))
+        scale = pyro.param(f"q_{site}_scale", torch.tensor(0.1), constraint=constraints.positive)
+        pyro.sample(site, dist.Normal(loc, scale))
+    loc = pyro.param("q_sigma_loc", torch.tensor(0.0))
+    scale = pyro.param("q_sigma_scale", torch.tensor(0.1), constraint=constraints.positive)
+    pyro.sample("sigma", dist.LogNormal(loc, scale))
+
+
+@robust_regression.synthetic
+def _(seed: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The outlier line from ``default_rng(seed)``. True values are the line's (intercept 0.9,
+    slope 3.4); the data are not drawn from the Student-t model, so sigma has no true value."""
+    truth = {"intercept": torch.tensor(LINE["intercept"]), "slope": torch.tensor(LINE["slope"])}
+    return _outlier_line(seed), truth
+
+
+# ------------------------------------------------------------------------- logistic_regression
+
+
+def _breast_cancer(seed: int = 0) -> dict[str, Any]:
+    """scikit-learn breast cancer, features standardised (569 x 30), y = 1 benign; the seed is
+    unused (real data)."""
+    X, y, _ = load_breast_cancer()
+    return {"X": _tensor(standardise(X)), "y": _tensor(y), "prior_sd": 1.0, "intercept_sd": 5.0}
+
+
+@zoo.register(
+    data=_breast_cancer,
+    engine_options={"svi": {"lr": 0.02}, "importance": {"lr": 0.02}},
+    seed_ref="002 §7.1",
+)
+def logistic_regression(
+    X: torch.Tensor, y: torch.Tensor, prior_sd: float = 1.0, intercept_sd: float = 5.0
+) -> None:
+    r"""Bayesian logistic regression: Gaussian priors on the weights, Bernoulli labels.
+
+    Generative story (seed 002 §7.1, L1651-1673, made Bayesian)::
+
+        alpha ~ N(0, intercept_sd^2)                            intercept
+        beta  ~ N(0, prior_sd^2 I)                              30 weights
+        y_n   ~ Bernoulli(sigmoid(alpha + x_n^T beta)),  n = 1..N
+
+          alpha, beta ----> [y_n] <---- x_n      n = 1..N
+
+    No closed form: long NUTS is the reference; the ``laplace`` engine is N(MAP, H^-1) with H
+    the Hessian of -log p(y, alpha, beta). The MAP is L2-penalised logistic regression:
+    scikit-learn's ``LogisticRegression(C=prior_sd^2, fit_intercept=False)`` on the design
+    [X, c 1] with c = intercept_sd / prior_sd (its penalty ||w||^2 / 2 on that column's weight w
+    is alpha^2 / (2 intercept_sd^2) with alpha = c w), i.e. exactly these priors.
+    Default data: scikit-learn breast cancer, 569 tumours x 30 standardised features.
+    """
+    # Features have unit sd: a weight of 1 moves the log-odds by 1 per sd of a feature, so
+    # N(0, 1) allows strong effects but not the unbounded ones of the near-separable MLE.
+    # The intercept is the log-odds at the average tumour: N(0, 5^2) is flat over any base rate.
+    alpha = pyro.sample("alpha", dist.Normal(0.0, intercept_sd))
+    beta = pyro.sample("beta", dist.Normal(0.0, prior_sd).expand([X.shape[1]]).to_event(1))
+    with pyro.plate("data", len(y)):
+        pyro.sample("y", dist.Bernoulli(logits=alpha + linear_predictor(X, beta)), obs=y)
+
+
+@logistic_regression.set_guide
+def _(X: torch.Tensor, y: torch.Tensor, prior_sd: float = 1.0, intercept_sd: float = 5.0) -> None:
+    """Full-rank Gaussian over (alpha, beta) jointly: the weights of correlated features are
+    correlated a posteriori, and so is the intercept with them (the likelihood weights
+    p (1 - p) un-centre the features; a separate q(alpha) under-states alpha's sd by ~40%).
+    One auxiliary MVN draw, split into the two sites."""
+    d = X.shape[1] + 1
+    loc = pyro.param("q_loc", torch.zeros(d))
+    tril = pyro.param("q_scale_tril", 0.1 * torch.eye(d), constraint=constraints.lower_cholesky)
+    theta = pyro.sample(
+        "_theta", dist.MultivariateNormal(loc, scale_tril=tril), infer={"is_auxiliary": True}
+    )
+    pyro.sample("alpha", dist.Delta(theta[..., 0]))
+    pyro.sample("beta", dist.Delta(theta[..., 1:], event_dim=1))
+
+
+@logistic_regression.reference("laplace")
+def _(
+    X: torch.Tensor,
+    y: torch.Tensor,
+    prior_sd: float = 1.0,
+    intercept_sd: float = 5.0,
+    *,
+    max_iter: int = 100,
+    tol: float = 1e-12,
+) -> zoo.Factors:
+    """Laplace approximation: N(MAP, H^-1) by Newton's method on -log p(y, alpha, beta); the
+    evidence estimate -U(MAP) + (d/2) log 2 pi - (1/2) log det H."""
+    data = {"X": X, "y": y, "prior_sd": prior_sd, "intercept_sd": intercept_sd}
+    return laplace_factors(logistic_regression.model, data, max_iter=max_iter, tol=tol)
+
+
+def _is_real(support: Any) -> bool:
+    while isinstance(support, constraints.independent):
+        support = support.base_constraint
+    return support is constraints.real
+
+
+def laplace_factors(
+    model: Callable[..., Any], data: Mapping[str, Any], *, max_iter: int = 100, tol: float = 1e-12
+) -> zoo.Factors:
+    """The Laplace approximation of a model whose latent sites are all real-valued, as Factors:
+    each site's marginal of the joint N(MAP, H^-1) (computed in float64, from the model's own
+    log density). ``extras`` hold the joint mode and covariance (sites in model order)."""
+    with _float64():
+        data64 = {
+            k: v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v
+            for k, v in data.items()
+        }
+        with torch.no_grad(), pyro.validation_enabled(False):
+            prior = poutine.trace(model).get_trace(**data64)
+        latent = {
+            name: site
+            for name, site in prior.nodes.items()
+            if site["type"] == "sample" and not site["is_observed"] and not site_is_subsample(site)
+        }
+        bounded = [n for n, site in latent.items() if not _is_real(site["fn"].support)]
+        if bounded:
+            raise zoo.ZooError(f"Laplace needs real-valued sites; {bounded} are not")
+        shapes = {name: tuple(site["value"].shape) for name, site in latent.items()}
+        sizes = [int(np.prod(s)) for s in shapes.values()]
+        fn = model_neg_log_joint(model, data64, shapes)
+        mode, cov, log_z, trace = laplace_approximation(
+            fn, torch.zeros(sum(sizes)), max_iter=max_iter, tol=tol
+        )
+        dists, start = {}, 0
+        for (site, shape), n in zip(shapes.items(), sizes, strict=True):
+            m, c = mode[start : start + n], cov[start : start + n, start : start + n]
+            if shape == ():
+                dists[site] = dist.Normal(m[0], c[0, 0].sqrt())
+            elif len(shape) == 1:
+                dists[site] = dist.MultivariateNormal(m, covariance_matrix=c)
+            else:
+                dists[site] = dist.Normal(m.reshape(shape), c.diagonal().sqrt().reshape(shape))
+            start += n
+    return zoo.Factors(
+        dists,
+        traces={"log_joint": trace},
+        log_evidence=log_z,
+        evidence_kind="estimate",
+        extras={"mode": mode.numpy(), "cov": cov.numpy(), "sites": list(shapes)},
+    )
+
+
+@logistic_regression.synthetic
+def _(seed: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The breast-cancer design with new labels: alpha = 0.5, beta ~ N(0, 0.3^2) per feature,
+    y ~ Bernoulli(sigmoid(alpha + X beta)), from ``default_rng(seed)``."""
+    rng = np.random.default_rng(seed)
+    X = _breast_cancer()["X"]
+    alpha, beta = 0.5, rng.normal(0.0, 0.3, X.shape[1])
+    p = 1.0 / (1.0 + np.exp(-(alpha + X.double().numpy() @ beta)))
+    y = (rng.random(p.size) < p).astype(float)
+    data = {**_breast_cancer(), "y": _tensor(y)}
+    return data, {"alpha": torch.tensor(alpha), "beta": _tensor(beta)}
