@@ -9,6 +9,7 @@ Options are read off the function's keyword-only arguments and checked before an
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import inspect
 import numbers
@@ -100,13 +101,28 @@ def reference_spec(name: str, fn: Callable[..., Any]) -> EngineSpec:
     return EngineSpec(name, run, doc, options_of(fn), generic=False)
 
 
-def variant_spec(name: str, base: EngineSpec, fixed: Mapping[str, Any]) -> EngineSpec:
-    """A generic engine with some options fixed, as an engine of its own (``svi_fullrank``)."""
+def variant_spec(
+    name: str,
+    base: EngineSpec,
+    fixed: Mapping[str, Any],
+    data: Mapping[str, Any] | None = None,
+) -> EngineSpec:
+    """A generic engine with some options fixed, as an engine of its own (``svi_fullrank``).
+
+    ``data`` fixes model arguments too (``{"likelihood": "gaussian"}``): the variant then runs a
+    different model, and its Run says so in ``extras["model_data"]`` (a report never takes it as
+    the reference for the model's own posterior)."""
+    data = dict(data or {})
 
     def run(ctx: EngineContext, **options: Any) -> Run:
-        return base.fn(ctx, **{**fixed, **options})
+        if data:
+            ctx = dataclasses.replace(ctx, data={**ctx.data, **data})
+        result = base.fn(ctx, **{**fixed, **options})
+        if data:
+            result.extras["model_data"] = dict(data)
+        return result
 
-    shown = ", ".join(f"{k}={v!r}" for k, v in fixed.items())
+    shown = ", ".join(f"{k}={v!r}" for k, v in {**fixed, **data}.items())
     defaults = {k: v for k, v in base.defaults.items() if k not in fixed}
     return EngineSpec(name, run, f"{base.name} with {shown}: {base.summary}", defaults, False)
 

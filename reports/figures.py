@@ -348,7 +348,9 @@ def pair_figure(cmp: Any, x_row: str, y_row: str) -> FigureImage | None:
 
 def fit_figure(cmp: Any, spec: dict, colors: dict[str, str]) -> FigureImage | None:
     """The data with each engine's posterior mean (and 90% band) of a deterministic site that
-    gives the fitted curve at every observation."""
+    gives the fitted curve at every observation. With ``spec["sd"]`` (a site holding the
+    conditional sd of the curve given each draw, as a Gaussian process's), the band is mean
+    +- 1.645 sd of the mixture of the draws' normals (law of total variance)."""
     data = cmp.data
     x = np.asarray(_as_numpy(data.get(spec.get("x"))), dtype=float)
     y = np.asarray(_as_numpy(data.get(spec.get("y"))), dtype=float)
@@ -367,7 +369,13 @@ def fit_figure(cmp: Any, spec: dict, colors: dict[str, str]) -> FigureImage | No
         mu = mu.reshape(-1, *mu.shape[2:])
         if mu.shape[1:] != x.shape:
             continue
-        lo, mid, hi = np.quantile(mu, [0.05, 0.5, 0.95], axis=0)
+        if spec.get("sd") in post:  # a conditional sd per draw: mix the draws' normals
+            sd = np.asarray(post[spec["sd"]].values, dtype=float).reshape(mu.shape)
+            mid = mu.mean(0)
+            half = 1.6449 * np.sqrt((sd**2).mean(0) + mu.var(0))
+            lo, hi = mid - half, mid + half
+        else:
+            lo, mid, hi = np.quantile(mu, [0.05, 0.5, 0.95], axis=0)
         ax.plot(x[order], mid[order], color=colors[engine], lw=1.6, label=engine)
         ax.fill_between(x[order], lo[order], hi[order], color=colors[engine], alpha=0.15)
         drawn += 1
@@ -378,7 +386,8 @@ def fit_figure(cmp: Any, spec: dict, colors: dict[str, str]) -> FigureImage | No
     ax.tick_params(labelsize=8)
     ax.legend(fontsize=7, frameon=False)
     ax.spines[["top", "right"]].set_visible(False)
-    caption = f"Data and each engine's posterior median of {spec['mean']} with its 90% band."
+    what = "mean" if spec.get("sd") else "median"
+    caption = f"Data and each engine's posterior {what} of {spec['mean']} with its 90% band."
     return FigureImage("fit", "Fit over the data", caption, to_base64_png(fig))
 
 

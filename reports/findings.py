@@ -102,10 +102,17 @@ def _ok(run: Any) -> bool:
     return run is None or getattr(run, "status", "ok") == "ok"
 
 
+def _model_data(run: Any) -> dict[str, Any]:
+    """The model arguments a variant fixed (``{"likelihood": "gaussian"}``), if any."""
+    return dict(getattr(run, "extras", {}).get("model_data") or {})
+
+
 def _reference_engine(runs: Mapping[str, Any]) -> str | None:
     """With no ground truth: the converged MCMC run with most effective draws, if any."""
     best, best_ess = None, -1.0
     for name, run in runs.items():
+        if _model_data(run):  # a variant that runs the model under other arguments
+            continue
         d = run.diagnostics if _ok(run) else {}
         rhat, ess = d.get("max_r_hat"), d.get("min_ess_bulk")
         if _finite(rhat) and float(rhat) < 1.05 and _finite(ess) and float(ess) > best_ess:
@@ -157,6 +164,18 @@ def findings(
             text = f"{engine} failed. {explain_failure(run.error)} The error: {run.error}"
             out.append(Finding(engine, "failed", "bad", text))
             continue
+        fixed = _model_data(run)
+        if fixed:
+            shown = ", ".join(f"{k}={v!r}" for k, v in fixed.items())
+            out.append(
+                Finding(
+                    engine,
+                    "variant",
+                    "info",
+                    f"{engine} runs the model with {shown}: its differences from "
+                    f"{truth_label} are the model's, not the engine's.",
+                )
+            )
         if (has_truth or ref_name is not None) and engine != ref_name:
             ref_run = runs.get(ref_name) if ref_name else None
             out += _accuracy(table, engine, run, ref_run, discrete, truth_label)
@@ -386,7 +405,10 @@ def _sampler(engine: str, run: Any) -> list[Finding]:
 def accuracy_level(found: Sequence[Finding], engine: str) -> str | None:
     """The worst verdict of an engine's accuracy findings (means and sds against the truth or
     the reference): ``good``, ``warn`` or ``bad``; None when nothing was judged. An index cell is
-    green only when both the means and the sds are right."""
+    green only when both the means and the sds are right. A variant that runs the model under
+    other arguments is not judged (its differences are the model's)."""
+    if any(f.engine == engine and f.topic == "variant" for f in found):
+        return None
     levels = [f.level for f in found if f.engine == engine and f.topic == "accuracy"]
     for level in ("bad", "warn", "good"):
         if level in levels:

@@ -450,3 +450,50 @@ def test_variants_and_the_figures_a_model_asks_for(registry) -> None:
     kinds = [f.kind for f in reports.model_context(cmp)["figures"]]
     assert "pairs" in kinds and "fit" in kinds
     check_html(reports.render_model_page(cmp)["line.html"])
+
+
+def test_a_variant_can_fix_model_arguments(registry) -> None:
+    """``(engine, options, model arguments)``: the variant runs the model under another flag
+    (robust_regression's Gaussian likelihood); the report never takes it as the reference and
+    says its differences are the model's. Arguments the model does not take are refused."""
+    import pyro
+    import pyro.distributions as dist
+    import torch
+
+    from reports.findings import accuracy_level, findings
+
+    y = torch.tensor([0.1, -0.3, 0.2, 0.0, 12.0])  # one gross outlier
+
+    @zoo.register(
+        data={"y": y},
+        variants={"nuts_normal": ("nuts", {}, {"noise": "normal"})},
+    )
+    def location(y, noise="student"):
+        m = pyro.sample("m", dist.Normal(0.0, 10.0))
+        with pyro.plate("n", len(y)):
+            lik = dist.StudentT(2.0, m, 0.3) if noise == "student" else dist.Normal(m, 0.3)
+            pyro.sample("y", lik, obs=y)
+
+    assert "nuts_normal" in location.engines
+    opts = {"num_samples": 300, "warmup": 200, "num_chains": 2}
+    cmp = zoo.compare(location, ["nuts", "nuts_normal"], **opts)
+    normal, student = cmp.runs["nuts_normal"], cmp.runs["nuts"]
+    assert normal.extras["model_data"] == {"noise": "normal"}
+    assert "model_data" not in student.extras
+    # the Normal likelihood's mean is the data mean (2.4) shrunk a hair; Student-t ignores 12
+    assert normal.summary.loc["m", "mean"] == pytest.approx(2.4, abs=0.1)
+    assert abs(student.summary.loc["m", "mean"]) < 0.3
+    found = findings(cmp.table, runs=cmp.runs)
+    ref = [f for f in found if f.topic == "reference"]
+    assert ref and "accuracy is measured against nuts " in ref[0].text
+    assert any(f.engine == "nuts_normal" and f.topic == "variant" for f in found)
+    assert accuracy_level(found, "nuts_normal") is None
+    with pytest.raises(ValueError, match="does not take"):
+        zoo.register(
+            "bad",
+            model=location.model,
+            data={"y": y},
+            variants={"v": ("nuts", {}, {"nosie": "normal"})},
+        )
+    with pytest.raises(ValueError, match="must be"):
+        zoo.register("bad2", model=location.model, data={"y": y}, variants={"v": ("nuts",)})

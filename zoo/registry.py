@@ -74,7 +74,9 @@ class ModelEntry:
     generic_engines: tuple[str, ...] | None = None
     params: tuple[str, ...] | None = None
     engine_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    variants: Mapping[str, tuple[str, Mapping[str, Any]]] = field(default_factory=dict)
+    variants: Mapping[str, tuple[str, Mapping[str, Any], Mapping[str, Any]]] = field(
+        default_factory=dict
+    )
     figures: Mapping[str, Any] = field(default_factory=dict)
     seed_ref: str = ""
     doc: str = ""
@@ -204,9 +206,9 @@ class ModelEntry:
         if self.posterior_fn is not None:
             specs["exact"] = exact_spec(self.posterior_fn)
         specs.update({k: reference_spec(k, fn) for k, fn in self.references.items()})
-        for name, (base, fixed) in self.variants.items():
+        for name, (base, fixed, data) in self.variants.items():
             if self._generic_reason(base) is None:
-                specs[name] = variant_spec(name, GENERIC_ENGINES[base], fixed)
+                specs[name] = variant_spec(name, GENERIC_ENGINES[base], fixed, data)
         return specs
 
     def _generic_reason(self, engine: str) -> str | None:
@@ -280,7 +282,7 @@ def register(
     references: Mapping[str, Callable[..., Any]] | None = None,
     params: Sequence[str] | None = None,
     engine_options: Mapping[str, Mapping[str, Any]] | None = None,
-    variants: Mapping[str, tuple[str, Mapping[str, Any]]] | None = None,
+    variants: Mapping[str, tuple[Any, ...]] | None = None,
     figures: Mapping[str, Any] | None = None,
     seed_ref: str = "",
     doc: str | None = None,
@@ -299,10 +301,13 @@ def register(
     returning plain data (see :mod:`inference.outputs`). ``engines`` restricts the generic
     engines (default: every one that applies). ``variants`` names a generic engine with fixed
     options as an engine of its own, so one comparison can hold several
-    (``{"svi_fullrank": ("svi", {"guide": "mvn"})}``). ``figures`` asks the report for figures
-    of this model's results: ``{"pairs": [("theta[0]", "tau")]}`` (MCMC draws of two parameters,
-    divergent transitions marked) and ``{"fit": {"x": "x", "y": "y", "mean": "mu"}}`` (the
-    data with each engine's posterior mean and 90% band of the deterministic site ``mean``).
+    (``{"svi_fullrank": ("svi", {"guide": "mvn"})}``); a third element fixes model arguments,
+    so a variant can run the model under another setting of a flag
+    (``{"nuts_gaussian": ("nuts", {}, {"likelihood": "gaussian"})}``). ``figures`` asks the
+    report for figures of this model's results: ``{"pairs": [("theta[0]", "tau")]}`` (MCMC
+    draws of two parameters, divergent transitions marked) and ``{"fit": {"x": "x", "y": "y",
+    "mean": "mu"}}`` (the data with each engine's posterior mean and 90% band of the
+    deterministic site ``mean``; with ``"sd"``, a site of the curve's sd given each draw).
     ``replace=True`` replaces a model of the same name (re-running a notebook cell); otherwise a
     duplicate name is an error.
     """
@@ -325,15 +330,17 @@ def register(
             )
     for eng in references or {}:
         _check_reference_name(eng)
-    for eng, (base, fixed) in (variants or {}).items():
-        _check_reference_name(eng)
-        if base not in GENERIC_ENGINES or not isinstance(fixed, Mapping):
-            raise ValueError(
-                f"variant {eng!r} must be (generic engine, options), got {(base, fixed)!r}"
-            )
-        check_options(GENERIC_ENGINES[base], fixed)
+    checked_variants = {eng: _check_variant(eng, v) for eng, v in (variants or {}).items()}
 
     def make(fn: Callable[..., Any], entry_name: str) -> ModelEntry:
+        params_of = inspect.signature(fn).parameters
+        takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params_of.values())
+        for eng, (_, _, fixed_data) in checked_variants.items():
+            unknown = [k for k in fixed_data if k not in params_of and not takes_any]
+            if unknown:
+                raise ValueError(
+                    f"variant {eng!r} fixes {unknown}, which {entry_name}() does not take"
+                )
         entry = ModelEntry(
             name=entry_name,
             model=_callable("model", fn),
@@ -349,7 +356,7 @@ def register(
             generic_engines=tuple(engines) if engines is not None else None,
             params=tuple(params) if params is not None else None,
             engine_options={k: dict(v) for k, v in (engine_options or {}).items()},
-            variants={k: (b, dict(o)) for k, (b, o) in (variants or {}).items()},
+            variants=checked_variants,
             figures=dict(figures or {}),
             seed_ref=seed_ref,
             doc=doc if doc is not None else (inspect.getdoc(fn) or ""),
@@ -365,6 +372,21 @@ def register(
         return make(fn, name or fn.__name__)
 
     return decorator
+
+
+def _check_variant(name: str, spec: Any) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """``(generic engine, options)`` or ``(generic engine, options, model arguments)``."""
+    _check_reference_name(name)
+    ok = isinstance(spec, tuple | list) and len(spec) in (2, 3)
+    base, fixed, data = (*spec, {})[:3] if ok else (None, None, None)
+    if not ok or base not in GENERIC_ENGINES or not isinstance(fixed, Mapping):
+        raise ValueError(
+            f"variant {name!r} must be (generic engine, options[, model arguments]), got {spec!r}"
+        )
+    if not isinstance(data, Mapping) or not all(isinstance(k, str) for k in data):
+        raise ValueError(f"variant {name!r}: model arguments must be a dict, got {data!r}")
+    check_options(GENERIC_ENGINES[base], fixed)
+    return base, dict(fixed), dict(data)
 
 
 def _add(entry: ModelEntry, replace: bool = False) -> ModelEntry:
