@@ -1,7 +1,7 @@
 """The foreign-model corpus (tests/foreign_corpus.py) through every engine that applies, with
 moderate sizes: a model x engine table of status and error against the closed-form reference.
 
-    python benchmarks/corpus.py [--out corpus.csv]
+    python benchmarks/corpus.py [--out corpus.csv] [--workers 2]
 
 ``error`` is the largest |mean - exact mean| / exact sd over a case's latent sites (the
 error in posterior sds); ``evidence`` the log evidence's difference from the exact one where the
@@ -11,9 +11,11 @@ engine gives an exact value or an estimate.
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import sys
 import time
 import warnings
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -35,58 +37,71 @@ SIZES = {
 }
 
 
+def run_case(case: object) -> list[dict]:
+    """Every engine that applies on one corpus case: a row per engine."""
+    rows = []
+    truth = None
+    if case.mean is not None:
+        truth = zoo.GroundTruth(case.mean, case.sd, case.log_evidence)
+    with zoo.isolated():
+        entry = zoo.register(
+            case.name,
+            model=case.model,
+            data=case.data,
+            ground_truth=None if truth is None else (lambda t=truth, **_: t),
+        )
+        for engine in ("svi", "nuts", "hmc", "mh", "importance", "enum"):
+            if engine not in entry.engines:
+                continue
+            spec = entry.engine_spec(engine)
+            opts = {k: v for k, v in SIZES[engine].items() if k in spec.defaults}
+            if "parallel" in spec.defaults:
+                opts["parallel"] = False  # the cases already run in parallel
+            t = time.perf_counter()
+            run = zoo.run(entry, engine, progress=False, **opts)
+            wall = time.perf_counter() - t
+            err = ev = np.nan
+            if run.ok and truth is not None and run.kind == "draws":
+                errs = [
+                    abs(run.summary.loc[r, "mean"] - m) / s
+                    for r, (m, s) in truth.rows().items()
+                    if r in run.summary.index and s > 0
+                ]
+                err = max(errs) if errs else np.nan
+                if run.log_evidence is not None and case.log_evidence is not None:
+                    if run.evidence.kind in ("exact", "estimate"):
+                        ev = run.log_evidence - case.log_evidence
+            rows.append(
+                {
+                    "model": case.name,
+                    "engine": engine,
+                    "ok": run.ok,
+                    "error_in_sds": err,
+                    "evidence_diff": ev,
+                    "wall_s": wall,
+                    "reason": run.error or "",
+                }
+            )
+            print(
+                f"{case.name:<40} {engine:<10} {'ok' if run.ok else 'FAILED':<6} "
+                f"err {err:6.3f}  ev {ev:8.4f}  {wall:6.1f}s {run.error or ''}",
+                flush=True,
+            )
+    return rows
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default=None)
+    p.add_argument("--workers", type=int, default=1, help="cases run in this many processes")
     args = p.parse_args()
-    rows = []
-    for case in CORPUS:
-        truth = None
-        if case.mean is not None:
-            truth = zoo.GroundTruth(case.mean, case.sd, case.log_evidence)
-        with zoo.isolated():
-            entry = zoo.register(
-                case.name,
-                model=case.model,
-                data=case.data,
-                ground_truth=None if truth is None else (lambda t=truth, **_: t),
-            )
-            for engine in ("svi", "nuts", "hmc", "mh", "importance", "enum"):
-                if engine not in entry.engines:
-                    continue
-                spec = entry.engine_spec(engine)
-                opts = {k: v for k, v in SIZES[engine].items() if k in spec.defaults}
-                t = time.perf_counter()
-                run = zoo.run(entry, engine, progress=False, **opts)
-                wall = time.perf_counter() - t
-                err = ev = np.nan
-                if run.ok and truth is not None and run.kind == "draws":
-                    errs = [
-                        abs(run.summary.loc[r, "mean"] - m) / s
-                        for r, (m, s) in truth.rows().items()
-                        if r in run.summary.index and s > 0
-                    ]
-                    err = max(errs) if errs else np.nan
-                    if run.log_evidence is not None and case.log_evidence is not None:
-                        if run.evidence.kind in ("exact", "estimate"):
-                            ev = run.log_evidence - case.log_evidence
-                rows.append(
-                    {
-                        "model": case.name,
-                        "engine": engine,
-                        "ok": run.ok,
-                        "error_in_sds": err,
-                        "evidence_diff": ev,
-                        "wall_s": wall,
-                        "reason": run.error or "",
-                    }
-                )
-                print(
-                    f"{case.name:<40} {engine:<10} {'ok' if run.ok else 'FAILED':<6} "
-                    f"err {err:6.3f}  ev {ev:8.4f}  {wall:6.1f}s {run.error or ''}",
-                    flush=True,
-                )
-    table = pd.DataFrame(rows)
+    if args.workers > 1:
+        ctx = multiprocessing.get_context("fork")
+        with ProcessPoolExecutor(args.workers, mp_context=ctx) as pool:
+            per_case = list(pool.map(run_case, CORPUS))
+    else:
+        per_case = [run_case(case) for case in CORPUS]
+    table = pd.DataFrame([row for rows in per_case for row in rows])
     pivot = table.pivot(index="model", columns="engine", values="error_in_sds")
     print(pivot.to_string(float_format=lambda v: f"{v:.2f}"))
     if args.out:

@@ -1364,7 +1364,7 @@ def _case_eight_schools():
         "y": _t([28.0, 8.0, -3.0, 7.0, -1.0, 1.0, 18.0, 12.0]),
     }
     return ForeignCase(
-        "eight_schools_noncentered",
+        "pyro_eight_schools",  # the zoo's own is eight_schools_noncentered
         eight_schools,
         data,
         None,
