@@ -19,6 +19,9 @@ MEAN_TOL = 0.1  # posterior sd: smaller mean errors are never reported as errors
 SD_TOL = 0.10  # relative: smaller sd errors are never reported as errors
 NOISE_Z = 3.0  # a difference must exceed this many Monte-Carlo standard errors
 POINT_SD = 1e-12  # an sd at or below this is a point estimate
+# Below this many effective draws (3 Monte-Carlo sds of a mean: 0.3 posterior sd) agreement
+# within noise says little: the finding says the draws are too few to judge instead
+MIN_JUDGE_ESS = 100.0
 LEVELS = ("good", "info", "warn", "bad")
 
 
@@ -289,6 +292,15 @@ def _accuracy(
     sd_where = where if len(cont) == len(spread) else f"for {_listing([r[0] for r in cont])}"
     pct = f"{worst_sd * 100:.0f}%" if worst_sd >= 0.005 else "1%"
     sd_txt = f"sds within {pct} {sd_where}"
+    fewest = min(r[5] for r in spread)
+    if not bad_mean and not sig and fewest < MIN_JUDGE_ESS:
+        text = (
+            f"{engine} has too few effective draws to judge its accuracy (min ESS "
+            f"{fewest:.0f}): means within {worst:.2f} posterior sd, sds within {pct} of {label} "
+            f"{where}, all within its Monte-Carlo noise"
+        )
+        out.append(Finding(engine, "accuracy", "warn", text + "."))
+        return out
     if not bad_mean and cont and not sig:
         if len(cont) == len(spread):
             text = (

@@ -18,6 +18,7 @@ import reports
 import zoo
 from inference import Comparison, Evidence, Run
 from inference.arviz_io import make_run
+from reports.findings import accuracy_level
 from zoo import sweep
 from zoo.api import comparison
 from zoo.sweep import plan_report
@@ -211,6 +212,11 @@ def test_findings_point_estimate_and_noise() -> None:
     )
     noisy = reports.findings(hand_table(engine_sd=0.16), runs={"svi": run})
     assert not any("under-estimates" in f.text for f in noisy)
+    # ... nor is it called agreement: too few draws to judge, a warning (index cell not green)
+    acc = [f for f in noisy if f.topic == "accuracy"]
+    assert len(acc) == 1 and acc[0].level == "warn", acc
+    assert "too few effective draws to judge" in acc[0].text and "min ESS 20" in acc[0].text
+    assert accuracy_level(noisy, "svi") == "warn"
 
 
 def test_findings_from_runs() -> None:
@@ -318,6 +324,11 @@ def test_profiles_plan() -> None:
     full = by_model(plan_report("beta_bernoulli", profile="full", options={"svi": {"lr": 0.01}}))
     assert full["beta_bernoulli"]["svi"]["lr"] == 0.01
     assert full["beta_bernoulli"]["nuts"]["num_samples"] == 1000
+    # a variant is sized like its base engine, with the model's options for that engine
+    logistic = by_model(plan_report("logistic_regression", profile="quick"))["logistic_regression"]
+    assert logistic["svi_meanfield"] == {"num_steps": 1000, "num_samples": 500, "jit": True}
+    robust = by_model(plan_report("robust_regression", profile="quick"))["robust_regression"]
+    assert robust["nuts_gaussian"] == robust["nuts"]
 
 
 def test_atomic_and_merging(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -460,7 +471,7 @@ def test_a_variant_can_fix_model_arguments(registry) -> None:
     import pyro.distributions as dist
     import torch
 
-    from reports.findings import accuracy_level, findings
+    from reports.findings import findings
 
     y = torch.tensor([0.1, -0.3, 0.2, 0.0, 12.0])  # one gross outlier
 

@@ -66,11 +66,7 @@ def prepare(
         checked = entry.load_data()
     else:
         checked = check_data(entry.name, entry.model, entry.load_data(), data)
-    registered = dict(entry.engine_options.get(engine, {}))
-    if engine in entry.variants:  # a variant inherits its base engine's registered options
-        base = entry.engine_options.get(entry.variants[engine][0], {})
-        registered = {**{k: v for k, v in base.items() if k in spec.defaults}, **registered}
-    opts = check_options(spec, {**registered, **options})
+    opts = check_options(spec, {**entry.registered_options(engine), **options})
     if progress is None:
         progress = interactive()
     return Prepared(entry, engine, checked, opts, seed, bool(progress), data is None)

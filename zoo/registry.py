@@ -211,6 +211,20 @@ class ModelEntry:
                 specs[name] = variant_spec(name, GENERIC_ENGINES[base], fixed, data)
         return specs
 
+    def base_engine(self, engine: str) -> str:
+        """The generic engine a variant runs (``svi_meanfield`` -> ``svi``), else ``engine``."""
+        return self.variants[engine][0] if engine in self.variants else engine
+
+    def registered_options(self, engine: str) -> dict[str, Any]:
+        """The options this model registered for ``engine``; a variant inherits those of its
+        base engine that it takes (its own win)."""
+        own = dict(self.engine_options.get(engine, {}))
+        if engine not in self.variants:
+            return own
+        taken = self.engine_spec(engine).defaults
+        base = self.engine_options.get(self.base_engine(engine), {})
+        return {**{k: v for k, v in base.items() if k in taken}, **own}
+
     def _generic_reason(self, engine: str) -> str | None:
         reason = GENERIC_ENGINES[engine].not_applicable(self.structure, self.guide is not None)
         if (

@@ -100,11 +100,13 @@ def plan_report(
             )
         for engine in chosen:
             spec = entry.engine_spec(engine)
-            model_defaults = entry.engine_options.get(engine, {})
+            model_defaults = entry.registered_options(engine)
             mine = {k: v for k, v in shared.items() if k in spec.defaults}
             taken |= set(mine)
             override = {**mine, **per_engine.get(engine, {})}
-            opts = engine_options(profile, engine, spec.defaults, model_defaults, override)
+            # a variant (svi_meanfield) is sized by its base engine's profile options
+            base = entry.base_engine(engine)
+            opts = engine_options(profile, base, spec.defaults, model_defaults, override)
             check_options(spec, {**model_defaults, **opts})
             cells.append(Cell(entry.name, engine, opts))
     if not cells:

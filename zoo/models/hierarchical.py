@@ -21,7 +21,6 @@ SCHOOLS_Y = (28.0, 8.0, -3.0, 7.0, -1.0, 1.0, 18.0, 12.0)
 SCHOOLS_SIGMA = (15.0, 10.0, 16.0, 11.0, 9.0, 11.0, 10.0, 18.0)
 MU_SCALE = 5.0  # prior sd of the population mean effect mu (SAT points)
 TAU_SCALE = 5.0  # HalfCauchy scale of the between-school sd tau (SAT points)
-NUTS_OPTIONS = {"num_samples": 1000, "warmup": 1000, "jit": True}
 
 
 def _schools_data() -> dict[str, torch.Tensor]:
@@ -42,7 +41,7 @@ def _population() -> tuple[torch.Tensor, torch.Tensor]:
 @zoo.register(
     data=_schools_data(),
     params=("mu", "tau", "theta"),
-    engine_options={"nuts": NUTS_OPTIONS, "hmc": {"num_samples": 1000, "warmup": 1000}},
+    engine_options={"nuts": {"jit": True}, "hmc": {"jit": True}},
     figures={"pairs": [("theta[0]", "tau")]},  # the funnel: where the divergences sit
     seed_ref="beyond the seeds: Rubin (1981); Gelman et al., BDA3 §5.5",
 )
@@ -73,7 +72,7 @@ def eight_schools(y: torch.Tensor, sigma: torch.Tensor) -> None:
 @zoo.register(
     data=_schools_data(),
     params=("mu", "tau", "theta", "eta"),
-    engine_options={"nuts": NUTS_OPTIONS, "hmc": {"num_samples": 1000, "warmup": 1000}},
+    engine_options={"nuts": {"jit": True}, "hmc": {"jit": True}},
     figures={"pairs": [("theta[0]", "tau")]},  # the funnel: where the divergences sit
     seed_ref="beyond the seeds: Rubin (1981); Papaspiliopoulos et al. (2007)",
 )
