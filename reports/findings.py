@@ -16,7 +16,10 @@ import numpy as np
 import pandas as pd
 
 MEAN_TOL = 0.1  # posterior sd: smaller mean errors are never reported as errors
-SD_TOL = 0.10  # relative: smaller sd errors are never reported as errors
+SD_TOL = 0.05  # relative: smaller sd errors are never reported as errors
+# An engine without Monte-Carlo noise (a closed-form approximation: CAVI, Laplace) is held to
+# 1%: its error is all bias, and CAVI's 6.5% narrower sd(mu) on normal_gamma is worth saying
+EXACT_TOL = 0.01
 NOISE_Z = 3.0  # a difference must exceed this many Monte-Carlo standard errors
 POINT_SD = 1e-12  # an sd at or below this is a point estimate
 # Below this many effective draws (3 Monte-Carlo sds of a mean: 0.3 posterior sd) agreement
@@ -75,6 +78,11 @@ def _signed(x: float, digits: int = 4) -> str:
     return f"{x:.{digits}f}".replace("-", "\u2212")
 
 
+def _pct(x: float) -> str:
+    """A relative error as a percentage: one decimal below 10% (6.5%), none above (40%)."""
+    return f"{x * 100:.1f}%" if x < 0.095 else f"{x * 100:.0f}%"
+
+
 def _listing(items: Sequence[str], limit: int = 3) -> str:
     items = list(items)
     if len(items) > limit:
@@ -86,9 +94,10 @@ def _listing(items: Sequence[str], limit: int = 3) -> str:
 
 def n_eff(run: Any, row: str) -> float:
     """Effective number of draws behind a run's summary row: bulk ESS where the run has one,
-    else its number of draws, else infinity (exact numbers: no Monte-Carlo noise)."""
-    if run is None:
-        return math.inf
+    else its number of draws, else infinity (exact numbers, and the moments of a run given as
+    distributions: no Monte-Carlo noise)."""
+    if run is None or _closed_form(run):
+        return math.inf  # a closed form's moments (exact, CAVI, Laplace) carry no noise
     summary = getattr(run, "summary", None)
     if summary is not None and "ess_bulk" in getattr(summary, "columns", ()):
         if row in summary.index and _finite(summary.loc[row, "ess_bulk"]):
@@ -201,6 +210,11 @@ def _with_reference(table: pd.DataFrame, ref: str) -> pd.DataFrame:
     return t
 
 
+def _closed_form(run: Any) -> bool:
+    """A run given as distributions (exact, CAVI, Laplace): its moments carry no noise."""
+    return bool(getattr(run, "extras", {}).get("distributions"))
+
+
 def _accuracy(
     table: pd.DataFrame,
     engine: str,
@@ -247,10 +261,15 @@ def _accuracy(
     if not spread:
         return out
 
+    # against the truth, a closed form's error is all bias: held to EXACT_TOL
+    mean_tol, sd_tol = (
+        (EXACT_TOL, EXACT_TOL) if _closed_form(run) and ref_run is None else (MEAN_TOL, SD_TOL)
+    )
     # means: |mean - truth| / truth_sd against max(MEAN_TOL, NOISE_Z / sqrt(n_eff))
     errs = [(abs(m - tm) / ts, r, m, tm, n) for r, m, _, tm, ts, n in spread]
     bad_mean = sorted(
-        (e for e in errs if e[0] > max(MEAN_TOL, NOISE_Z / math.sqrt(e[4]))), reverse=True
+        (e for e in errs if e[0] > max(mean_tol, NOISE_Z / math.sqrt(e[4]))),
+        reverse=True,
     )
     worst = max(e[0] for e in errs)
     where = f"for {spread[0][0]}" if len(spread) == 1 else f"for all {len(spread)} parameters"
@@ -268,12 +287,12 @@ def _accuracy(
     # sds: sd / truth_sd - 1 against max(SD_TOL, NOISE_Z * sqrt(1 / (2 n_eff)))
     cont = [r for r in spread if row_site(r[0]) not in discrete and _finite(r[2])]
     ratios = [(r[2] / r[4] - 1.0, r[0], r[5], r[2], r[4]) for r in cont]
-    sig = [x for x in ratios if abs(x[0]) > max(SD_TOL, NOISE_Z * math.sqrt(0.5 / x[2]))]
+    sig = [x for x in ratios if abs(x[0]) > max(sd_tol, NOISE_Z * math.sqrt(0.5 / x[2]))]
     for word, pick in (("under", lambda x: x[0] < 0), ("over", lambda x: x[0] > 0)):
         chosen = sorted((x for x in sig if pick(x)), key=lambda x: -abs(x[0]))
         if chosen:
             parts = [
-                f"sd({row}) by {abs(ratio) * 100:.0f}% ({_fmt(sd)} vs {_fmt(t_sd)})"
+                f"sd({row}) by {_pct(abs(ratio))} ({_fmt(sd)} vs {_fmt(t_sd)})"
                 for ratio, row, _, sd, t_sd in chosen
             ]
             level = "bad" if abs(chosen[0][0]) >= 0.3 else "warn"
