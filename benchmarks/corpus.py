@@ -90,6 +90,10 @@ def run_case(case: object) -> list[dict]:
     return rows
 
 
+def run_case_at(i: int) -> list[dict]:
+    return run_case(CORPUS[i])
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default=None)
@@ -98,7 +102,8 @@ def main() -> None:
     if args.workers > 1:
         ctx = multiprocessing.get_context("fork")
         with ProcessPoolExecutor(args.workers, mp_context=ctx) as pool:
-            per_case = list(pool.map(run_case, CORPUS))
+            # cases travel as indices: some case functions do not pickle by reference
+            per_case = list(pool.map(run_case_at, range(len(CORPUS))))
     else:
         per_case = [run_case(case) for case in CORPUS]
     table = pd.DataFrame([row for rows in per_case for row in rows])
