@@ -3,6 +3,7 @@ against the closed form."""
 
 import numpy as np
 import pytest
+import torch
 from scipy import integrate, optimize
 
 import zoo
@@ -89,3 +90,17 @@ def test_same_seed_same_numbers():
     c = zoo.run("beta_bernoulli", "svi", seed=4, num_steps=200, num_samples=100)
     np.testing.assert_array_equal(a.idata.posterior["p"].values, b.idata.posterior["p"].values)
     assert not np.array_equal(a.idata.posterior["p"].values, c.idata.posterior["p"].values)
+
+
+def test_synthetic_coin_is_recovered():
+    """50 tosses of a p = 0.7 coin (seeded): the closed form's posterior is Beta(1 + k, 1 + 50 - k)
+    and covers the true p."""
+    entry = zoo.get_model("beta_bernoulli")
+    data, true = entry.simulate(seed=0)
+    again, _ = entry.simulate(seed=0)
+    assert torch.equal(data["y"], again["y"]) and data["y"].shape == (50,)
+    k = float(data["y"].sum())
+    run = zoo.run(entry, "exact", data=data, num_samples=10)
+    mean, sd = run.summary.loc["p", "mean"], run.summary.loc["p", "sd"]
+    assert mean == pytest.approx((1 + k) / 52, rel=1e-9)
+    assert abs(mean - float(true["p"])) < 4 * sd

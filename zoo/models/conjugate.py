@@ -57,6 +57,14 @@ def _(y: torch.Tensor, a: float = 1.0, b: float = 1.0) -> tuple[dict, float]:
     return {"p": dist.Beta(a + k, b + n - k)}, float(betaln(a + k, b + n - k) - betaln(a, b))
 
 
+@beta_bernoulli.synthetic
+def _(seed: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """50 tosses of a coin with heads probability 0.7, the uniform prior kept."""
+    p = 0.7
+    y = dist.Bernoulli(torch.tensor(p)).sample((50,))
+    return {"y": y, "a": 1.0, "b": 1.0}, {"p": torch.tensor(p)}
+
+
 # ------------------------------------------------------------------------------ shared helpers
 
 
