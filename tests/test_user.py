@@ -237,8 +237,11 @@ def test_cli_compare_labels_the_elbo_as_a_bound(capsys):
 
 def test_ctrl_c_early_is_clean():
     """SIGINT while the CLI is still importing: one line, exit 130, no traceback."""
+    # Python's own SIGINT handler, as under a terminal: a runner started in the background
+    # (bash's `cmd &`) passes SIGINT down as ignored, and Python then installs no handler
     code = (
         "import signal, os, sys; sys.argv = ['zoo', 'list'];"
+        "signal.signal(signal.SIGINT, signal.default_int_handler);"
         "import zoo.cli;"
         "import builtins; real = builtins.__import__\n"
         "def slow(name, *a, **k):\n"
