@@ -60,6 +60,17 @@ def brute_force(X_new):
     return out
 
 
+def class_posterior(c):
+    """Normal–Gamma posterior (n, kappa_n, m_n, a_n, b_n) of class c's training flowers, written
+    out here from the textbook update (Murphy 2007, eqs 86-89)."""
+    xc = X[YL == c]
+    n, xbar = len(xc), xc.mean(0)
+    k, a = K0 + n, A0 + n / 2
+    m = (K0 * M0 + n * xbar) / k
+    b = B0 + ((xc - xbar) ** 2).sum(0) / 2 + K0 * n * (xbar - M0) ** 2 / (2 * k)
+    return n, k, m, a, b
+
+
 @pytest.fixture(scope="module")
 def truth():
     return GAUSS.ground_truth()
@@ -124,11 +135,7 @@ def test_one_new_flower_is_the_student_t_predictive():
     exact = GAUSS.ground_truth(one)
     expected = []
     for c in range(3):
-        xc = X[YL == c]
-        n, xbar = len(xc), xc.mean(0)
-        k, a = K0 + n, A0 + n / 2
-        m = (K0 * M0 + n * xbar) / k
-        b = B0 + ((xc - xbar) ** 2).sum(0) / 2 + K0 * n * (xbar - M0) ** 2 / (2 * k)
+        n, k, m, a, b = class_posterior(c)
         t = stats.t.logpdf(XN[0], 2 * a, m, np.sqrt(b * (k + 1) / (a * k))).sum()
         expected.append(t + np.log((ALPHA + n) / (3 * ALPHA + len(YL))))
     expected = np.exp(np.array(expected) - logsumexp(expected))
@@ -149,11 +156,7 @@ def test_mixture_moments_by_importance_reweighting(truth):
     S = 200_000
     mus, taus = np.zeros((S, 3, 4)), np.zeros((S, 3, 4))
     for c in range(3):
-        xc = X[YL == c]
-        n, xbar = len(xc), xc.mean(0)
-        k, a = K0 + n, A0 + n / 2
-        m = (K0 * M0 + n * xbar) / k
-        b = B0 + ((xc - xbar) ** 2).sum(0) / 2 + K0 * n * (xbar - M0) ** 2 / (2 * k)
+        n, k, m, a, b = class_posterior(c)
         taus[:, c] = rng.gamma(a, 1 / b, size=(S, 4))
         mus[:, c] = rng.normal(m, 1 / np.sqrt(k * taus[:, c]))
     pis = rng.dirichlet(ALPHA + np.bincount(YL), size=S)
