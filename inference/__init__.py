@@ -11,7 +11,7 @@ from .engines import (
     variant_spec,
 )
 from .outputs import Draws, Estimate, Factors
-from .reference import truth_from_distributions
+from .reference import in_float64, truth_from_distributions
 from .replay import VectorisationWarning
 from .results import (
     Comparison,
@@ -40,6 +40,7 @@ __all__ = [
     "Run",
     "VectorisationWarning",
     "ZooError",
+    "in_float64",
     "check_options",
     "exact_spec",
     "inspect_model",

@@ -30,6 +30,7 @@ _PUBLIC = {
     "GroundTruth": "inference",
     "Run": "inference",
     "ZooError": "inference",
+    "in_float64": "inference",
     "compare": "zoo.api",
     "run": "zoo.api",
     "ModelEntry": "zoo.registry",
@@ -53,6 +54,7 @@ __all__ = [
     "ZooError",
     "compare",
     "get_model",
+    "in_float64",
     "isolated",
     "list_models",
     "register",
@@ -62,7 +64,17 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from inference import Comparison, Draws, Estimate, Evidence, Factors, GroundTruth, Run, ZooError
+    from inference import (
+        Comparison,
+        Draws,
+        Estimate,
+        Evidence,
+        Factors,
+        GroundTruth,
+        Run,
+        ZooError,
+        in_float64,
+    )
     from zoo.api import compare, run
     from zoo.registry import (
         ModelEntry,

@@ -183,7 +183,6 @@ def fit_hyperparameters(
     fixed = dict(fixed or {})
     free = [h for h in HYPERS if h not in fixed]
     xt, yt = _f64(x), _f64(y)
-    n = len(xt)
     prior = hyperpriors()
     seen: dict[bytes, float] = {}
 
@@ -191,9 +190,7 @@ def fit_hyperparameters(
         log_free = torch.tensor(z, dtype=torch.float64, requires_grad=True)
         theta = {h: torch.tensor(float(v), dtype=torch.float64) for h, v in fixed.items()}
         theta.update({h: log_free[i].exp() for i, h in enumerate(free)})
-        K = rbf_kernel(xt, xt, theta["lengthscale"], theta["variance"])
-        cov = K + theta["noise"] ** 2 * torch.eye(n, dtype=torch.float64)
-        value = dist.MultivariateNormal(torch.zeros(n, dtype=torch.float64), cov).log_prob(yt)
+        value = _log_normal_pdf(_cholesky(xt, *(theta[h] for h in HYPERS)), yt)
         if objective == "map":
             value = value + sum(prior[h].log_prob(theta[h]) for h in HYPERS)
         (-value).backward()

@@ -10,9 +10,8 @@ approximation of any model whose latent sites are real-valued.
 
 from __future__ import annotations
 
-import contextlib
 import math
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -154,16 +153,6 @@ def _mvn_guide(site: str, dim: int, init_scale: float) -> None:
     pyro.sample(site, dist.MultivariateNormal(loc, scale_tril=tril))
 
 
-@contextlib.contextmanager
-def _float64() -> Iterator[None]:
-    before = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    try:
-        yield
-    finally:
-        torch.set_default_dtype(before)
-
-
 def laplace_approximation(
     neg_log_joint: Callable[[torch.Tensor], torch.Tensor],
     init: torch.Tensor,
@@ -290,12 +279,19 @@ def _(X: torch.Tensor, y: torch.Tensor, sigma: float = 0.3, tau: float = 5.0) ->
     _mvn_guide("beta", X.shape[1], 0.1)
 
 
-@bayesian_linear_regression.posterior
-def _(X: torch.Tensor, y: torch.Tensor, sigma: float = 0.3, tau: float = 5.0) -> tuple[dict, float]:
-    """N(mu_n, Sigma_n) (seed 002 §8.3) and log N(y | 0, sigma^2 I + tau^2 X X^T)."""
+def gaussian_closed_form(
+    X: torch.Tensor, y: torch.Tensor, sigma: float, tau: float
+) -> tuple[dict, float]:
+    """beta | y ~ N(mu_n, Sigma_n) (seed 002 §8.3) and log N(y | 0, sigma^2 I + tau^2 X X^T):
+    the posterior of both Gaussian-prior regressions (``ridge_map``'s mean is the ridge MAP)."""
     mean, cov = gaussian_posterior(X, y, sigma, tau)
     post = dist.MultivariateNormal(mean, covariance_matrix=cov)
     return {"beta": post}, gaussian_log_evidence(X, y, sigma, tau)
+
+
+@bayesian_linear_regression.posterior
+def _(X: torch.Tensor, y: torch.Tensor, sigma: float = 0.3, tau: float = 5.0) -> tuple[dict, float]:
+    return gaussian_closed_form(X, y, sigma, tau)
 
 
 @bayesian_linear_regression.reference("rls")
@@ -453,9 +449,7 @@ def _(X: torch.Tensor, y: torch.Tensor, sigma: float = 0.5, tau: float = 1.0) ->
 @ridge_map.posterior
 def _(X: torch.Tensor, y: torch.Tensor, sigma: float = 0.5, tau: float = 1.0) -> tuple[dict, float]:
     """N(mu_n, Sigma_n) with mu_n the ridge solution, lambda = sigma^2 / tau^2."""
-    mean, cov = gaussian_posterior(X, y, sigma, tau)
-    post = dist.MultivariateNormal(mean, covariance_matrix=cov)
-    return {"beta": post}, gaussian_log_evidence(X, y, sigma, tau)
+    return gaussian_closed_form(X, y, sigma, tau)
 
 
 @ridge_map.reference("ridge")
@@ -660,37 +654,40 @@ def laplace_factors(
     """The Laplace approximation of a model whose latent sites are all real-valued, as Factors:
     each site's marginal of the joint N(MAP, H^-1) (computed in float64, from the model's own
     log density). ``extras`` hold the joint mode and covariance (sites in model order)."""
-    with _float64():
-        data64 = {
-            k: v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v
-            for k, v in data.items()
-        }
-        with torch.no_grad(), pyro.validation_enabled(False):
-            prior = poutine.trace(model).get_trace(**data64)
-        latent = {
-            name: site
-            for name, site in prior.nodes.items()
-            if site["type"] == "sample" and not site["is_observed"] and not site_is_subsample(site)
-        }
-        bounded = [n for n, site in latent.items() if not _is_real(site["fn"].support)]
-        if bounded:
-            raise zoo.ZooError(f"Laplace needs real-valued sites; {bounded} are not")
-        shapes = {name: tuple(site["value"].shape) for name, site in latent.items()}
-        sizes = [int(np.prod(s)) for s in shapes.values()]
-        fn = model_neg_log_joint(model, data64, shapes)
-        mode, cov, log_z, trace = laplace_approximation(
-            fn, torch.zeros(sum(sizes)), max_iter=max_iter, tol=tol
-        )
-        dists, start = {}, 0
-        for (site, shape), n in zip(shapes.items(), sizes, strict=True):
-            m, c = mode[start : start + n], cov[start : start + n, start : start + n]
-            if shape == ():
-                dists[site] = dist.Normal(m[0], c[0, 0].sqrt())
-            elif len(shape) == 1:
-                dists[site] = dist.MultivariateNormal(m, covariance_matrix=c)
-            else:
-                dists[site] = dist.Normal(m.reshape(shape), c.diagonal().sqrt().reshape(shape))
-            start += n
+    return zoo.in_float64(
+        lambda **data64: _laplace(model, data64, max_iter=max_iter, tol=tol), data
+    )
+
+
+def _laplace(
+    model: Callable[..., Any], data: Mapping[str, Any], *, max_iter: int, tol: float
+) -> zoo.Factors:
+    with torch.no_grad(), pyro.validation_enabled(False):
+        prior = poutine.trace(model).get_trace(**data)
+    latent = {
+        name: site
+        for name, site in prior.nodes.items()
+        if site["type"] == "sample" and not site["is_observed"] and not site_is_subsample(site)
+    }
+    bounded = [n for n, site in latent.items() if not _is_real(site["fn"].support)]
+    if bounded:
+        raise zoo.ZooError(f"Laplace needs real-valued sites; {bounded} are not")
+    shapes = {name: tuple(site["value"].shape) for name, site in latent.items()}
+    sizes = [int(np.prod(s)) for s in shapes.values()]
+    fn = model_neg_log_joint(model, data, shapes)
+    mode, cov, log_z, trace = laplace_approximation(
+        fn, torch.zeros(sum(sizes)), max_iter=max_iter, tol=tol
+    )
+    dists, start = {}, 0
+    for (site, shape), n in zip(shapes.items(), sizes, strict=True):
+        m, c = mode[start : start + n], cov[start : start + n, start : start + n]
+        if shape == ():
+            dists[site] = dist.Normal(m[0], c[0, 0].sqrt())
+        elif len(shape) == 1:
+            dists[site] = dist.MultivariateNormal(m, covariance_matrix=c)
+        else:
+            dists[site] = dist.Normal(m.reshape(shape), c.diagonal().sqrt().reshape(shape))
+        start += n
     return zoo.Factors(
         dists,
         traces={"log_joint": trace},
