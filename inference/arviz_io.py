@@ -10,23 +10,34 @@ import logging
 import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
-with warnings.catch_warnings():  # ArviZ 0.2x announces its 1.x refactor on import
-    warnings.simplefilter("ignore", FutureWarning)
-    import arviz as az
 import numpy as np
 import pandas as pd
 import torch
 
 from .results import Evidence, Run, RunKind, site_rows
 
+if TYPE_CHECKING:
+    import arviz as az
+
+
+def arviz() -> ModuleType:
+    """ArviZ, imported on first use: its import (with matplotlib's pyplot and scipy.stats) is
+    most of a second that listing or registering models does not need."""
+    with warnings.catch_warnings():  # ArviZ 0.2x announces its 1.x refactor on import
+        warnings.simplefilter("ignore", FutureWarning)
+        import arviz as az
+    return az
+
 
 @contextmanager
 def _quiet() -> Iterator[None]:
     """Silence ArviZ's logged warnings and numpy's for degenerate inputs that we report as NaN
     (R-hat of one chain, sd of a one-draw point estimate)."""
-    logs = {logging.getLogger("arviz"), getattr(az, "_log", None)}  # ArviZ 0.x has its own Logger
+    # ArviZ 0.x logs through a Logger of its own beside logging's "arviz"
+    logs = {logging.getLogger("arviz"), getattr(arviz(), "_log", None)}
     logs = [lg for lg in logs if isinstance(lg, logging.Logger)]
     levels = [lg.level for lg in logs]
     for lg in logs:
@@ -66,7 +77,7 @@ def to_inference_data(
             k: _to_numpy(v) for k, v in observed_data.items() if _is_array_like(v)
         }
     with _quiet():  # ArviZ logs "Shape validation failed" for one chain or few draws
-        return az.from_dict(**groups)
+        return arviz().from_dict(**groups)
 
 
 def _is_array_like(v: Any) -> bool:
@@ -77,7 +88,7 @@ def summarize(idata: az.InferenceData, *, mcmc: bool) -> pd.DataFrame:
     """arviz.summary: mean/sd/HDI, plus R-hat and ESS for MCMC runs (several chains)."""
     kind = "all" if mcmc else "stats"
     with _quiet():
-        table = az.summary(idata, kind=kind, round_to="none")
+        table = arviz().summary(idata, kind=kind, round_to="none")
     return table
 
 
@@ -95,14 +106,16 @@ def make_run(
     traces: Mapping[str, Sequence[float]] | None = None,
     diagnostics: Mapping[str, Any] | None = None,
     exact_moments: Mapping[str, tuple[Any, Any]] | None = None,
+    closed_form: bool = False,
     extras: Mapping[str, Any] | None = None,
 ) -> Run:
     """Package engine output (arrays shaped ``(chain, draw, *site_shape)``) as a :class:`Run`.
 
     ``exact_moments`` (site -> (mean array, sd array)) replaces the Monte-Carlo mean and sd of the
     summary rows of sites the engine knows exactly (enumerated discrete sites, closed forms,
-    point estimates). ``diagnostics`` gets the contract's keys derived from the typed fields
-    (``log_evidence``, ``elbo``).
+    point estimates); ``closed_form`` says that every site's moments are exact (the run is given
+    as distributions: :attr:`Run.closed_form`). ``diagnostics`` gets the contract's keys derived
+    from the typed fields (``log_evidence``, ``elbo``).
     """
     idata = to_inference_data(
         posterior,
@@ -132,6 +145,7 @@ def make_run(
         evidence=evidence,
         traces=traces,
         diagnostics=diag,
+        closed_form=closed_form,
         extras=dict(extras or {}),
     )
 
@@ -140,8 +154,8 @@ def mcmc_convergence(idata: az.InferenceData) -> dict[str, float]:
     """max R-hat and min bulk ESS over every scalar of the posterior (R-hat is NaN, and ArviZ's
     warning about it is silenced, for a single chain)."""
     with _quiet():
-        rhat = az.rhat(idata)
-        ess = az.ess(idata, method="bulk")
+        rhat = arviz().rhat(idata)
+        ess = arviz().ess(idata, method="bulk")
     rhats = np.concatenate([np.ravel(rhat[v].values) for v in rhat.data_vars] or [np.array([])])
     esss = np.concatenate([np.ravel(ess[v].values) for v in ess.data_vars] or [np.array([])])
     return {
@@ -153,5 +167,5 @@ def mcmc_convergence(idata: az.InferenceData) -> dict[str, float]:
 def psis_pareto_k(log_weights: np.ndarray) -> float:
     """Pareto k-hat of importance weights (PSIS; Vehtari et al.): > 0.7 means unreliable."""
     with _quiet():
-        _, k = az.psislw(np.asarray(log_weights, dtype=float))
+        _, k = arviz().psislw(np.asarray(log_weights, dtype=float))
     return float(k)

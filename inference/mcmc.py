@@ -1,10 +1,12 @@
-"""Markov chain Monte Carlo: NUTS, fixed-length HMC and random-walk Metropolis–Hastings, with
-discrete sites marginalised out of the target and recovered afterwards. Chains run in parallel
-worker processes when the machine has the cores, each seeded from the run's seed and its index."""
+"""Markov chain Monte Carlo engines: NUTS, ChEES-HMC, fixed-length HMC and random-walk
+Metropolis–Hastings on the model's batched log density (:mod:`inference.density`), all chains of
+a group advanced together (:mod:`inference.samplers`); discrete sites are summed out of the
+target and recovered afterwards. Pyro's own NUTS stays reachable (``backend="pyro"``) as the
+independent check. Chain groups run in parallel worker processes when the machine has the
+cores, each seeded from the run's seed and its index."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -12,111 +14,22 @@ from typing import Any
 import numpy as np
 import pyro
 import torch
-from pyro.infer import HMC, MCMC, NUTS, RandomWalkKernel
-from pyro.infer.mcmc.util import initialize_model
+from pyro.infer import MCMC, NUTS
 
+from . import samplers
 from .arviz_io import make_run, mcmc_convergence
 from .context import EngineContext
+from .density import batched_density, has_compiler
 from .discrete import enumerated
 from .parallel import can_fork, cores, map_indices
 from .posterior import complete
 from .results import NumericalFailure, Run
+from .samplers import Samples
 from .structure import init_strategy
 
-
-class CappedHMC(HMC):
-    """Pyro's HMC takes trajectory_length / step_size leapfrog steps, which explodes while warmup
-    tries tiny step sizes; this caps the count at ``max_steps``."""
-
-    def __init__(self, *args: Any, max_steps: int = 100, **kwargs: Any) -> None:
-        self.max_steps = max_steps
-        super().__init__(*args, **kwargs)
-
-    @property
-    def num_steps(self) -> int:
-        return min(self.max_steps, max(1, int(self.trajectory_length / self.step_size)))
-
-
-class AdaptiveRandomWalk(RandomWalkKernel):
-    """Random-walk Metropolis–Hastings on the unconstrained space (002 ch. 15): Gaussian
-    proposals theta' = theta + step * scale * N(0, I), accepted with probability
-    min(1, p(theta' | y) / p(theta | y)) (Jacobians of the transforms included).
-
-    During warmup the step size follows a Robbins–Monro rule towards the target acceptance rate
-    (0.234, optimal for random walks in many dimensions), and the per-coordinate ``scale`` is
-    set to the posterior sd estimated from the draws of each warmup window (halves): a diagonal
-    proposal adapted to the posterior's scales. Both are frozen after warmup."""
-
-    def __init__(
-        self,
-        model: Callable[..., Any],
-        *,
-        max_plate_nesting: int,
-        init_strategy: Callable[..., Any],
-        init_step_size: float = 0.5,
-        target_accept_prob: float = 0.234,
-    ) -> None:
-        super().__init__(
-            model, init_step_size=init_step_size, target_accept_prob=target_accept_prob
-        )
-        self.max_plate_nesting = max_plate_nesting
-        self.init_strategy = init_strategy
-
-    def setup(self, warmup_steps: int, *args: Any, **kwargs: Any) -> None:
-        self._warmup_steps = warmup_steps
-        (
-            self._initial_params,
-            self.potential_fn,
-            self.transforms,
-            self._prototype_trace,
-        ) = initialize_model(
-            self.model,
-            model_args=args,
-            model_kwargs=kwargs,
-            max_plate_nesting=self.max_plate_nesting,
-            init_strategy=self.init_strategy,
-        )
-        self._energy_last = self.potential_fn(self._initial_params)
-        self._scale = {k: torch.ones_like(v) for k, v in self._initial_params.items()}
-        self._window: list[dict[str, torch.Tensor]] = []
-        self._ends = {max(1, warmup_steps // 2), warmup_steps}
-
-    def sample(self, params: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        step = math.exp(self._log_step_size)
-        proposal = {
-            k: v + step * self._scale[k] * torch.randn(v.shape, dtype=v.dtype)
-            for k, v in params.items()
-        }
-        energy = self.potential_fn(proposal)
-        delta = float(energy - self._energy_last)
-        accept_prob = math.exp(min(0.0, -delta)) if math.isfinite(delta) else 0.0
-        accepted = float(torch.rand(())) < accept_prob
-        if accepted:
-            params, self._energy_last = proposal, energy
-        self._t += 1
-        if self._t <= self._warmup_steps:
-            rate = max(0.001, 0.1 / math.sqrt(self._t))
-            self._log_step_size += rate * (accept_prob - self.target_accept_prob)
-            self._window.append({k: v.detach().clone() for k, v in params.items()})
-            if self._t in self._ends and len(self._window) >= 10:
-                for k in self._scale:
-                    sd = torch.stack([w[k] for w in self._window]).std(0)
-                    self._scale[k] = torch.where(sd > 0, sd, self._scale[k])
-                self._log_step_size = math.log(2.38 / math.sqrt(self._dimension()))
-                self._window = []
-            n = self._t
-        else:
-            n = self._t - self._warmup_steps
-            self._accept_cnt += int(accepted)
-        self._mean_accept_prob += (accept_prob - self._mean_accept_prob) / n
-        return params.copy()
-
-    def _dimension(self) -> int:
-        return max(1, sum(int(v.numel()) for v in self._scale.values()))
-
-    def diagnostics(self) -> dict[str, float]:
-        kept = max(1, self._t - self._warmup_steps)
-        return {"acceptance rate": self._accept_cnt / kept}
+NUTS_CHAINS = 4  # lockstep chains cost little more than one: four by default
+SUPERCHAIN = 4  # ChEES: chains started together, for nested R-hat
+CHEES_GROUP = 16  # ChEES adapts on the spread across chains: no group smaller than this
 
 
 def chain_seed(seed: int, chain: int) -> int:
@@ -215,38 +128,199 @@ def mcmc_run(
     return run
 
 
+# --------------------------------------------------------------------- the batched samplers
+
+
+def grouped_run(
+    ctx: EngineContext,
+    engine: str,
+    sampler: Callable[..., Samples],
+    *,
+    num_samples: int,
+    warmup: int,
+    num_chains: int,
+    jit: bool | None,
+    parallel: bool,
+    superchain: int = 1,
+    min_group: int = 1,
+    **options: Any,
+) -> Run:
+    """Run ``sampler`` on the model's batched log density: the chains in ``min(num_chains //
+    min_group, cores)`` lockstep groups, each seeded from the run's seed and its index, the
+    groups in forked worker processes when ``parallel`` (the same numbers either way)."""
+    s = ctx.structure
+    groups = min(num_chains // min_group, cores()) or 1
+    sizes = [num_chains // groups + (g < num_chains % groups) for g in range(groups)]
+    compile_ = bool(jit) and has_compiler()
+    densities = {n: batched_density(ctx.model, ctx.data, s, n, compile=compile_) for n in sizes}
+    workers = groups if parallel else 1
+
+    def one(g: int) -> Samples:
+        density = densities[sizes[g]]
+        density.start_run(auto_compile=jit is None)  # None: compiled once the run shows it pays
+        gen = torch.Generator().manual_seed(chain_seed(ctx.seed, g))
+        theta0 = density.initial_points(gen)
+        if superchain > 1:  # chains of a superchain start together (nested R-hat)
+            theta0 = theta0[(torch.arange(len(theta0)) // superchain) * superchain]
+        with torch.no_grad():
+            result = sampler(
+                density,
+                theta0,
+                num_samples=num_samples,
+                warmup=warmup,
+                gen=gen,
+                progress=ctx.progress and workers == 1,
+                **options,
+            )
+        result.info["density"] = density.mode
+        return result
+
+    parts = map_indices(one, groups, workers)
+    density = densities[sizes[0]]
+    theta = torch.cat([p.theta for p in parts])
+    flat = density.constrain(theta.reshape(-1, density.dim))
+    posterior = {
+        k: v.reshape((num_chains, num_samples, *v.shape[1:])).numpy() for k, v in flat.items()
+    }
+    stats = {k: torch.cat([p.stats[k] for p in parts]).numpy() for k in parts[0].stats}
+    diverging = stats.pop("diverging").astype(bool)
+    if not np.isfinite(theta.numpy()).all() or diverging.all():
+        raise NumericalFailure("every transition diverged" if diverging.all() else "NaN draws")
+    pyro.set_rng_seed(chain_seed(ctx.seed, num_chains))
+    posterior, log_lik, omitted = complete(ctx, posterior, recover=s.discrete)
+    sample_stats = {"diverging": diverging}
+    sample_stats.update({"acceptance_rate" if k == "accept" else k: v for k, v in stats.items()})
+    diagnostics: dict[str, Any] = {
+        "divergences": int(diverging.sum()),
+        "num_chains": num_chains,
+        "num_samples": num_samples,
+        "warmup": warmup,
+        "gradient_evals": int(sum(p.gradient_evals for p in parts)),
+        "chain_groups": groups,
+        "chains_in_parallel": workers > 1 and can_fork(),
+    }
+    if "accept" in stats:
+        diagnostics["acceptance_rate"] = [float(a) for a in stats["accept"].mean(1)]
+    for key in parts[0].info:
+        values = [p.info[key] for p in parts]  # per chain (lists: joined) or per group
+        if all(isinstance(v, list) for v in values):
+            diagnostics[key] = [x for v in values for x in v]
+        elif all(v == values[0] for v in values):
+            diagnostics[key] = values[0]
+        else:
+            diagnostics[key] = values[0] if len(values) == 1 else values
+    if omitted:
+        diagnostics["omitted"] = omitted
+    run = make_run(
+        engine,
+        posterior,
+        mcmc=True,
+        log_likelihood=log_lik,
+        sample_stats=sample_stats,
+        observed_data=ctx.data,
+        diagnostics=diagnostics,
+    )
+    continuous = [n for n in posterior if n in s.continuous]
+    run.diagnostics.update(mcmc_convergence(run.idata.posterior[continuous]))
+    if superchain > 1 and num_chains >= 2 * superchain:
+        run.diagnostics["max_nested_r_hat"] = max_nested_rhat(
+            {k: posterior[k] for k in continuous}, superchain
+        )
+    return run
+
+
+def max_nested_rhat(posterior: dict[str, np.ndarray], superchain: int) -> float:
+    """Nested R-hat (Margossian et al. 2022) over every scalar: chains in consecutive groups of
+    ``superchain`` (started at one point); sqrt(1 + B/W) with B the variance between superchain
+    means and W the mean over superchains of the variance of their chain means plus the mean
+    within-chain variance."""
+    worst = 1.0
+    for x in posterior.values():
+        chains, draws = x.shape[:2]
+        k = chains // superchain
+        x = x[: k * superchain].reshape((k, superchain, draws, -1))
+        chain_means = x.mean(2)  # (k, m, p)
+        super_means = chain_means.mean(1)  # (k, p)
+        between = super_means.var(0, ddof=1)
+        within_chain = x.var(2, ddof=1).mean(1) if draws > 1 else 0.0
+        within = (chain_means.var(1, ddof=1) + within_chain).mean(0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            r = np.sqrt(1 + between / within)
+        if np.isfinite(r).any():
+            worst = max(worst, float(np.nanmax(r)))
+    return worst
+
+
+# ----------------------------------------------------------------------------------- engines
+
+
 def nuts_engine(
     ctx: EngineContext,
     *,
     num_samples: int = 500,
     warmup: int = 500,
-    num_chains: int = 2,
-    jit: bool = False,
+    num_chains: int = NUTS_CHAINS,
+    jit: bool | None = None,
     target_accept: float = 0.8,
     max_tree_depth: int = 10,
+    backend: str = "zoo",
     parallel: bool = True,
 ) -> Run:
-    """No-U-Turn sampler (Hoffman & Gelman 2014): trajectories end where they turn back."""
-
-    def kernel(model: Callable[..., Any]) -> NUTS:
-        return NUTS(
-            model,
-            max_plate_nesting=ctx.structure.max_plate_nesting,
-            jit_compile=jit,
-            ignore_jit_warnings=True,
-            target_accept_prob=target_accept,
+    """No-U-Turn sampler (Hoffman & Gelman 2014): trajectories end where they turn back. The
+    zoo's sampler runs the chains in lockstep on the compiled batched density; ``backend=
+    "pyro"`` runs Pyro's own NUTS (one chain per process), the independent check."""
+    if backend == "pyro":
+        return pyro_nuts(
+            ctx,
+            num_samples=num_samples,
+            warmup=warmup,
+            num_chains=num_chains,
+            jit=bool(jit),
+            target_accept=target_accept,
             max_tree_depth=max_tree_depth,
-            init_strategy=init_strategy,
+            parallel=parallel,
         )
-
-    return mcmc_run(
+    return grouped_run(
         ctx,
         "nuts",
-        kernel,
+        samplers.nuts,
         num_samples=num_samples,
         warmup=warmup,
         num_chains=num_chains,
+        jit=jit,
         parallel=parallel,
+        target_accept=target_accept,
+        max_tree_depth=max_tree_depth,
+    )
+
+
+def chees_engine(
+    ctx: EngineContext,
+    *,
+    num_samples: int = 200,
+    warmup: int = 500,
+    num_chains: int = 32,
+    jit: bool | None = None,
+    target_accept: float = 0.651,
+    max_steps: int = 1000,
+    parallel: bool = True,
+) -> Run:
+    """ChEES-HMC (Hoffman, Radul & Sountsov 2021): many chains sharing one step size and one
+    jittered trajectory length, both adapted in a short warmup; nested R-hat over superchains of
+    four chains started together."""
+    return grouped_run(
+        ctx,
+        "chees",
+        samplers.chees,
+        num_samples=num_samples,
+        warmup=warmup,
+        num_chains=num_chains,
+        jit=jit,
+        parallel=parallel,
+        superchain=SUPERCHAIN,
+        min_group=CHEES_GROUP,
+        target_accept=target_accept,
+        max_steps=max_steps,
     )
 
 
@@ -255,8 +329,8 @@ def hmc_engine(
     *,
     num_samples: int = 500,
     warmup: int = 500,
-    num_chains: int = 2,
-    jit: bool = False,
+    num_chains: int = NUTS_CHAINS,
+    jit: bool | None = None,
     target_accept: float = 0.8,
     trajectory_length: float = 2.0,
     max_steps: int = 100,
@@ -264,27 +338,18 @@ def hmc_engine(
 ) -> Run:
     """Static Hamiltonian Monte Carlo: a fixed integration time per draw (step size and mass
     matrix adapted in warmup; trajectory_length / step_size leapfrog steps, at most max_steps)."""
-
-    def kernel(model: Callable[..., Any]) -> CappedHMC:
-        return CappedHMC(
-            model,
-            max_plate_nesting=ctx.structure.max_plate_nesting,
-            jit_compile=jit,
-            ignore_jit_warnings=True,
-            target_accept_prob=target_accept,
-            trajectory_length=trajectory_length,
-            max_steps=max_steps,
-            init_strategy=init_strategy,
-        )
-
-    return mcmc_run(
+    return grouped_run(
         ctx,
         "hmc",
-        kernel,
+        samplers.hmc,
         num_samples=num_samples,
         warmup=warmup,
         num_chains=num_chains,
+        jit=jit,
         parallel=parallel,
+        target_accept=target_accept,
+        trajectory_length=trajectory_length,
+        max_steps=max_steps,
     )
 
 
@@ -298,21 +363,54 @@ def mh_engine(
     parallel: bool = True,
 ) -> Run:
     """Random-walk Metropolis–Hastings with a diagonal proposal adapted in warmup."""
-
-    def kernel(model: Callable[..., Any]) -> AdaptiveRandomWalk:
-        return AdaptiveRandomWalk(
-            model,
-            max_plate_nesting=ctx.structure.max_plate_nesting,
-            init_strategy=init_strategy,
-            target_accept_prob=target_accept,
-        )
-
-    return mcmc_run(
+    return grouped_run(
         ctx,
         "mh",
+        samplers.rwmh,
+        num_samples=num_samples,
+        warmup=warmup,
+        num_chains=num_chains,
+        jit=None,
+        parallel=parallel,
+        target_accept=target_accept,
+    )
+
+
+# --------------------------------------------------------------------- Pyro's NUTS, the check
+
+
+def pyro_nuts(
+    ctx: EngineContext,
+    *,
+    num_samples: int,
+    warmup: int,
+    num_chains: int,
+    jit: bool,
+    target_accept: float,
+    max_tree_depth: int,
+    parallel: bool,
+) -> Run:
+    """Pyro's own NUTS kernel, one chain per worker process."""
+
+    def kernel(model: Callable[..., Any]) -> NUTS:
+        return NUTS(
+            model,
+            max_plate_nesting=ctx.structure.max_plate_nesting,
+            jit_compile=jit,
+            ignore_jit_warnings=True,
+            target_accept_prob=target_accept,
+            max_tree_depth=max_tree_depth,
+            init_strategy=init_strategy,
+        )
+
+    run = mcmc_run(
+        ctx,
+        "nuts",
         kernel,
         num_samples=num_samples,
         warmup=warmup,
         num_chains=num_chains,
         parallel=parallel,
     )
+    run.diagnostics["backend"] = "pyro"
+    return run

@@ -39,6 +39,17 @@ def threads(n: int = 1) -> Iterator[None]:
         torch.set_num_threads(before)
 
 
+@contextlib.contextmanager
+def default_dtype(dtype: torch.dtype) -> Iterator[None]:
+    """Run with ``dtype`` as torch's default floating dtype, restoring the caller's after."""
+    before = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(before)
+
+
 def interactive() -> bool:
     """Whether a person is watching: a terminal on stderr, or a Jupyter kernel (where stderr is
     not a terminal but tqdm's notebook bars show)."""

@@ -1,0 +1,348 @@
+"""One log density for every model, built once: ``theta (chains, D) -> (log p (chains,), grad)``.
+
+``theta`` is a batch of flat vectors on the unconstrained space. For one chain the density is
+Pyro's own potential (``pyro.infer.mcmc.util.initialize_model``): every site's ``log_prob`` times
+its scale, the transforms' log-Jacobians, and discrete sites summed out by tensor contraction as
+Pyro's NUTS does. A batch is evaluated by the fastest form that works on the model, tried in
+order (each one checked against the plain per-chain computation at fresh points before it is
+used; a form that fails or disagrees is dropped with a warning that says why):
+
+``compiled``  the ``vmap``-ed value-and-gradient traced once into an aten graph by ``make_fx``
+              and compiled by ``torch.compile`` (needs a C compiler);
+``traced``    the same graph, run as an FX ``GraphModule`` (no compiler);
+``vmap``      ``torch.func.vmap(torch.func.grad_and_value(f))``, eagerly;
+``loop``      one chain at a time, with autograd.
+
+A traced graph bakes in the Python branches the model took at tracing time, like any tracing
+JIT; the check at fresh points is what catches a branch on a sampled value. Densities are cached
+per model, data, batch size, dtype and compile flag within a process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import shutil
+import time
+import warnings
+from collections import OrderedDict
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyro
+import pyro.ops.einsum.torch_log as torch_log
+import torch
+from pyro.infer.mcmc.util import initialize_model
+from torch.fx.experimental.proxy_tensor import make_fx
+
+from .discrete import enumerated
+from .reference import as_dtype
+from .results import one_line
+from .runtime import default_dtype
+from .structure import ModelStructure, init_strategy
+
+MODES = ("compiled", "traced", "vmap", "loop")
+COMPILE_AFTER_S = 15.0  # auto: compile when the traced density would take longer than this
+
+
+class DensityWarning(UserWarning):
+    """A faster form of the batched log density was not usable; a slower exact one is used."""
+
+
+@dataclass(frozen=True)
+class Block:
+    """One latent site's slice of the flat unconstrained vector."""
+
+    name: str
+    shape: tuple[int, ...]  # constrained value
+    ushape: tuple[int, ...]  # unconstrained value
+    start: int
+    stop: int
+
+
+def _plain_log(x: torch.Tensor) -> torch.Tensor:
+    """log(x) with 0 -> log(tiny): Pyro's ``safe_log`` without its custom autograd Function,
+    which ``torch.func`` transforms refuse."""
+    return x.clamp(min=torch.finfo(x.dtype).tiny).log()
+
+
+@contextlib.contextmanager
+def _functional() -> Iterator[None]:
+    """Validation off (it branches on values) and a ``torch.func``-friendly log in the
+    contraction that sums out enumerated sites."""
+    saved = torch_log.safe_log
+    torch_log.safe_log = _plain_log
+    try:
+        with pyro.validation_enabled(False):
+            yield
+    finally:
+        torch_log.safe_log = saved
+
+
+Fn = Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
+
+
+class BatchedDensity:
+    """log p(y, theta) on the unconstrained space for a batch of chains, and its gradient.
+
+    ``density(theta)`` with ``theta`` shaped ``(chains, dim)`` returns ``(log_p, grad)``, shaped
+    ``(chains,)`` and ``(chains, dim)``; a point outside the support gives ``-inf``. ``mode`` says
+    which form runs (see the module docstring); ``reasons`` why faster ones were dropped."""
+
+    def __init__(
+        self,
+        model: Callable[..., Any],
+        data: Mapping[str, Any],
+        structure: ModelStructure,
+        chains: int,
+        *,
+        compile: bool = False,
+        dtype: torch.dtype = torch.float32,
+    ) -> None:
+        self.chains, self.dtype = chains, dtype
+        self.data = as_dtype(data, dtype)
+        self.reasons: dict[str, str] = {}
+        target = enumerated(model) if structure.discrete else model
+        with _functional(), default_dtype(dtype):
+            init, potential, transforms, _ = initialize_model(
+                target,
+                model_kwargs=self.data,
+                max_plate_nesting=structure.max_plate_nesting,
+                init_strategy=init_strategy,
+            )
+        self._potential, self.transforms = potential, transforms
+        self._init = init
+        blocks, start = [], 0
+        for name, value in init.items():
+            shape = tuple(transforms[name].inv.forward_shape(value.shape))
+            size = int(value.numel())
+            blocks.append(Block(name, shape, tuple(value.shape), start, start + size))
+            start += size
+        self.blocks, self.dim = tuple(blocks), start
+        self._graph: Fn | None = None
+        self.mode, self._fn = self._build(compile)
+        self.auto_compile = False  # see tick()
+        self._spent, self._decided = 0.0, False
+
+    # ----------------------------------------------------------------- the density of one chain
+    def unflatten(self, theta: torch.Tensor) -> dict[str, torch.Tensor]:
+        """A flat vector (dim,) as the unconstrained value of each site."""
+        return {b.name: theta[b.start : b.stop].reshape(b.ushape) for b in self.blocks}
+
+    def log_density(self, theta: torch.Tensor) -> torch.Tensor:
+        """log p(y, theta) of one chain's flat unconstrained vector (a scalar)."""
+        return -self._potential(self.unflatten(theta))
+
+    def flatten(self, values: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """Unconstrained site values of one chain as a flat vector."""
+        return torch.cat([values[b.name].reshape(-1) for b in self.blocks]).to(self.dtype)
+
+    # ----------------------------------------------------------------------------- batch forms
+    def _loop(
+        self, theta: torch.Tensor, *, tolerant: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """One chain at a time with autograd; ``tolerant``: a chain whose density raises (a
+        Cholesky factor of a matrix that is not positive definite, ...) gets -inf."""
+        values, grads = [], []
+        for row in theta:
+            x = row.detach().clone().requires_grad_(True)
+            try:
+                with torch.enable_grad():
+                    lp = self.log_density(x)
+                    (g,) = torch.autograd.grad(lp, x, allow_unused=True)
+            except RuntimeError:
+                if not tolerant:
+                    raise
+                lp, g = torch.tensor(-torch.inf, dtype=x.dtype), None
+            values.append(lp.detach())
+            grads.append(torch.zeros_like(x) if g is None else g)
+        return torch.stack(values), torch.stack(grads)
+
+    def _vmapped(self) -> Fn:
+        inner = torch.func.vmap(torch.func.grad_and_value(self.log_density))
+
+        def fn(theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            grad, value = inner(theta)
+            return value, grad
+
+        return fn
+
+    def _build(self, compile: bool) -> tuple[str, Fn]:
+        probe = self.random_points(torch.Generator().manual_seed(0), scale=1.0)
+        eager = self._vmapped()
+        try:
+            with _functional():
+                self._check(eager, probe, reference=self._loop)
+        except Exception as e:  # noqa: BLE001 - any failure means: not vmappable
+            self.reasons["vmap"] = one_line(e)
+            return "loop", self._loop
+        try:
+            with _functional():
+                graph = make_fx(eager)(probe)
+            self._graph = graph
+            self._check(graph, probe, reference=eager, fresh=True)
+        except Exception as e:  # noqa: BLE001
+            self.reasons["traced"] = one_line(e)
+            return "vmap", eager
+        if not compile:
+            return "traced", graph
+        return self._compiled(graph)
+
+    def _compiled(self, graph: Fn) -> tuple[str, Fn]:
+        if not has_compiler():
+            self.reasons["compiled"] = "no C compiler found"
+            return "traced", graph
+        try:
+            compiled = torch.compile(graph, dynamic=False)
+            probe = self.random_points(torch.Generator().manual_seed(0), scale=1.0)
+            self._check(compiled, probe, reference=self._vmapped(), fresh=True)
+        except Exception as e:  # noqa: BLE001
+            self.reasons["compiled"] = one_line(e)
+            return "traced", graph
+        return "compiled", compiled
+
+    def start_run(self, *, auto_compile: bool) -> None:
+        """A sampler run begins: ``auto_compile`` decides afresh for it (see :meth:`tick`)."""
+        self.auto_compile, self._spent, self._decided = auto_compile, 0.0, False
+
+    def tick(self, iteration: int, total: int) -> None:
+        """Called by a sampler after each iteration. With ``auto_compile``, once 5% of the run
+        (at least 10 iterations) is done, the traced graph is compiled when the time its calls
+        took, projected over the whole run, exceeds :data:`COMPILE_AFTER_S`."""
+        if not self.auto_compile or self._decided or self.mode != "traced":
+            return
+        if iteration + 1 < max(10, total // 20):
+            return
+        self._decided = True
+        projected = self._spent / (iteration + 1) * total
+        if projected > COMPILE_AFTER_S and self._graph is not None:
+            self.mode, self._fn = self._compiled(self._graph)
+
+    def _check(self, fn: Fn, probe: torch.Tensor, *, reference: Fn, fresh: bool = False) -> None:
+        """``fn`` equals ``reference`` at the probe and (``fresh``) at points it was not traced
+        at; raises ValueError saying where they differ."""
+        points = [probe]
+        if fresh:
+            g = torch.Generator().manual_seed(1)
+            points += [self.random_points(g, scale=2.0), self.random_points(g, scale=0.3)]
+        for x in points:
+            with _functional():
+                v1, g1 = fn(x)
+                v0, g0 = reference(x)
+            ok = _close(v1, v0) and _close(g1, g0)
+            if not ok:
+                raise ValueError(
+                    "its values differ from the eager density's at a fresh point (a Python "
+                    "branch on a sampled value?)"
+                )
+
+    def random_points(self, generator: torch.Generator, *, scale: float = 2.0) -> torch.Tensor:
+        """Uniform(-scale, scale) on the unconstrained space (Stan's initialisation), a batch."""
+        u = torch.rand(self.chains, self.dim, generator=generator, dtype=self.dtype)
+        return (2 * u - 1) * scale
+
+    # ---------------------------------------------------------------------------------- calls
+    def __call__(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        start = time.perf_counter()
+        try:
+            if self.mode in ("vmap", "loop"):
+                with _functional():
+                    value, grad = self._fn(theta)
+            else:
+                value, grad = self._fn(theta)
+        except RuntimeError:  # one chain's point breaks the model (a Cholesky, ...): the others
+            with _functional():  # are evaluated one at a time, the breaking ones get -inf
+                value, grad = self._loop(theta, tolerant=True)
+        self._spent += time.perf_counter() - start
+        bad = ~torch.isfinite(value) | ~torch.isfinite(grad).all(-1)
+        if bad.any():
+            value = torch.where(bad, torch.full_like(value, -torch.inf), value)
+            grad = torch.where(bad[:, None], torch.zeros_like(grad), grad)
+        return value.detach(), grad.detach()
+
+    def constrain(self, theta: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Constrained site values of a batch ``(n, dim)``: site -> ``(n, *shape)``."""
+        out = {}
+        for b in self.blocks:
+            u = theta[:, b.start : b.stop].reshape((-1, *b.ushape))
+            out[b.name] = self.transforms[b.name].inv(u)  # transforms act on the right-most dims
+        return out
+
+    def initial_points(self, generator: torch.Generator, *, tries: int = 100) -> torch.Tensor:
+        """A start for each chain where the density and its gradient are finite: Uniform(-2, 2)
+        on the unconstrained space, redrawn where not; Pyro's initial point (a prior draw or a
+        feasible point) for a chain that finds none."""
+        theta = self.random_points(generator)
+        for _ in range(tries):
+            value, _ = self(theta)
+            bad = ~torch.isfinite(value)
+            if not bad.any():
+                return theta
+            theta = torch.where(bad[:, None], self.random_points(generator), theta)
+        fallback = self.flatten(self._init)
+        value, _ = self(theta)
+        return torch.where(torch.isfinite(value)[:, None], theta, fallback)
+
+
+def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
+    a, b = a.detach().double(), b.detach().double()
+    both = torch.isfinite(a) & torch.isfinite(b)
+    if not torch.equal(torch.isfinite(a), torch.isfinite(b)):
+        return False
+    return bool(((a[both] - b[both]).abs() <= 1e-3 * (1 + b[both].abs())).all())
+
+
+def has_compiler() -> bool:
+    """A C compiler for torch.compile's CPU backend."""
+    return any(shutil.which(c) for c in ("gcc", "cc", "clang", "g++"))
+
+
+_CACHE: OrderedDict[tuple, BatchedDensity] = OrderedDict()
+_CACHE_SIZE = 32
+
+
+def _fingerprint(data: Mapping[str, Any]) -> str:
+    h = hashlib.sha1()
+    for k in sorted(data):
+        v = data[k]
+        h.update(k.encode())
+        if isinstance(v, torch.Tensor):
+            h.update(str((v.dtype, tuple(v.shape))).encode())
+            h.update(np.ascontiguousarray(v.detach().cpu().numpy()).tobytes())
+        else:
+            h.update(repr(v).encode())
+    return h.hexdigest()
+
+
+def batched_density(
+    model: Callable[..., Any],
+    data: Mapping[str, Any],
+    structure: ModelStructure,
+    chains: int,
+    *,
+    compile: bool = False,
+    dtype: torch.dtype = torch.float32,
+) -> BatchedDensity:
+    """The batched density of ``model(**data)`` for ``chains`` chains, built once per process for
+    each model, data, batch size, dtype and compile flag."""
+    key = (model, _fingerprint(data), chains, dtype, compile)
+    if key in _CACHE:
+        _CACHE.move_to_end(key)
+        return _CACHE[key]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        density = BatchedDensity(model, data, structure, chains, compile=compile, dtype=dtype)
+    for form, reason in density.reasons.items():
+        if form != "compiled" or compile:
+            warnings.warn(
+                f"batched log density: the {form} form does not apply ({reason}); using the "
+                f"{density.mode} form",
+                DensityWarning,
+                stacklevel=2,
+            )
+    _CACHE[key] = density
+    while len(_CACHE) > _CACHE_SIZE:
+        _CACHE.popitem(last=False)
+    return density

@@ -1,0 +1,209 @@
+"""The batched log density and the many-chain samplers.
+
+The density: every form (traced, compiled, vmap, loop) equals the per-chain eager density on
+every registered model and every foreign-corpus case; a model whose Python branches on a sampled
+value is detected and falls back. The samplers: the lockstep NUTS, ChEES, HMC and MH agree with
+the closed form (and the lockstep NUTS with Pyro's own NUTS) within Monte-Carlo error; the tree
+bookkeeping matches its definition; same seed, same numbers."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pyro
+import pyro.distributions as dist
+import pytest
+import torch
+from foreign_corpus import CORPUS
+
+import zoo
+from inference import samplers
+from inference.density import DensityWarning, batched_density
+
+CONTINUOUS = [
+    n
+    for n in zoo.list_models()
+    if zoo.get_model(n).structure.continuous and not zoo.get_model(n).structure.nonenumerable
+]
+
+
+def _check_density(model, data, structure, *, compile=False):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        d = batched_density(model, data, structure, 3, compile=compile)
+    theta = d.random_points(torch.Generator().manual_seed(11), scale=1.5)
+    value, grad = d(theta)
+    for b in range(3):
+        x = theta[b].clone().requires_grad_(True)
+        with torch.enable_grad(), pyro.validation_enabled(False):
+            lp = d.log_density(x)
+            (g,) = torch.autograd.grad(lp, x, allow_unused=True)
+        g = torch.zeros_like(x) if g is None else g
+        if not torch.isfinite(lp):
+            assert value[b] == -torch.inf
+            continue
+        scale = 1 + abs(float(lp))
+        assert float(value[b]) == pytest.approx(float(lp), abs=1e-4 * scale)
+        np.testing.assert_allclose(grad[b], g, atol=1e-3 * (1 + float(g.abs().max())))
+    return d
+
+
+@pytest.mark.parametrize("name", CONTINUOUS)
+def test_the_batched_density_equals_the_per_chain_one_on_every_model(name):
+    e = zoo.get_model(name)
+    d = _check_density(e.model, e.load_data(), e.structure)
+    assert d.mode == "traced"  # every zoo model traces
+
+
+@pytest.mark.parametrize("case", CORPUS, ids=[c.name for c in CORPUS])
+def test_the_batched_density_equals_the_per_chain_one_on_foreign_models(case, registry):
+    e = zoo.register(case.name, model=case.model, data=case.data)
+    if not e.structure.continuous or e.structure.nonenumerable:
+        pytest.skip("no continuous latent sites")
+    _check_density(e.model, e.load_data(), e.structure)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", CONTINUOUS)
+def test_the_compiled_density_equals_the_per_chain_one(name):
+    e = zoo.get_model(name)
+    d = _check_density(e.model, e.load_data(), e.structure, compile=True)
+    assert d.mode == "compiled"
+
+
+def test_a_branch_on_a_sampled_value_is_detected_and_falls_back(registry):
+    def branching(y):
+        mu = pyro.sample("mu", dist.Normal(0.0, 3.0))
+        scale = 1.0 if float(mu) > 0 else 2.0  # a Python branch on the sampled value
+        with pyro.plate("n", len(y)):
+            pyro.sample("y", dist.Normal(mu, scale), obs=y)
+
+    e = zoo.register("branching", model=branching, data={"y": torch.tensor([0.3, -0.2, 1.1])})
+    with pytest.warns(DensityWarning, match="the vmap form does not apply"):
+        d = batched_density(e.model, e.load_data(), e.structure, 4)
+    assert d.mode == "loop"
+    theta = torch.tensor([[-1.0], [1.0], [-0.5], [0.5]])
+    value, _ = d(theta)
+    y = torch.tensor([0.3, -0.2, 1.1])
+    for b, mu in enumerate(theta[:, 0]):
+        scale = 1.0 if mu > 0 else 2.0
+        want = dist.Normal(0.0, 3.0).log_prob(mu) + dist.Normal(mu, scale).log_prob(y).sum()
+        assert float(value[b]) == pytest.approx(float(want), rel=1e-5)
+
+
+def test_a_graph_right_only_where_it_was_traced_is_refused_at_fresh_points():
+    """What a frozen Python branch looks like: a form that equals the eager density at the
+    tracing point and is off by one nat elsewhere. The check at the probe alone passes it; the
+    check at fresh points refuses it."""
+    e = zoo.get_model("beta_bernoulli")
+    d = batched_density(e.model, e.load_data(), e.structure, 3)
+    probe = d.random_points(torch.Generator().manual_seed(0), scale=1.0)
+    eager = d._vmapped()
+
+    def frozen(x):
+        value, grad = eager(x)
+        return (value if torch.equal(x, probe) else value + 1.0), grad
+
+    d._check(frozen, probe, reference=eager)  # the tracing point cannot tell
+    with pytest.raises(ValueError, match="differ from the eager density's at a fresh point"):
+        d._check(frozen, probe, reference=eager, fresh=True)
+
+
+def test_checkpoint_indices_follow_their_definition():
+    """Leaf n's U-turn checks run over the stored momenta hi..lo: hi = popcount(n >> 1) and
+    hi - lo + 1 = the number of trailing one bits of n."""
+    for leaf in range(1024):
+        lo, hi = samplers._checkpoints(leaf)
+        assert hi == bin(leaf >> 1).count("1")
+        trailing = 0
+        while (leaf >> trailing) & 1:
+            trailing += 1
+        assert hi - lo + 1 == trailing
+
+
+def test_stan_windows():
+    assert samplers.stan_windows(1000) == [100, 150, 250, 450, 950]
+    assert samplers.stan_windows(10) == []
+    ends = samplers.stan_windows(100)
+    assert ends[0] > 15 and ends[-1] == 90
+
+
+def test_halton_is_the_van_der_corput_sequence():
+    assert [samplers.halton(i) for i in range(1, 6)] == [0.5, 0.25, 0.75, 0.125, 0.625]
+
+
+def _agree(run, truth, site, k=4.5):
+    """|mean - truth| within k Monte-Carlo standard errors (the run's own ESS)."""
+    row = run.summary.loc[site]
+    mcse = truth.sd[site] / np.sqrt(row["ess_bulk"])
+    assert abs(row["mean"] - truth.mean[site]) <= k * mcse, (run.engine, site, row["mean"])
+
+
+@pytest.mark.parametrize("engine", ["nuts", "chees", "hmc"])
+def test_samplers_match_the_closed_form(engine):
+    e = zoo.get_model("normal_gamma")
+    truth = e.ground_truth()
+    run = zoo.run("normal_gamma", engine, num_samples=300, warmup=300, seed=2)
+    for site in ("mu", "tau"):
+        _agree(run, truth, site)
+    assert run.diagnostics["max_r_hat"] < 1.05
+    assert run.diagnostics["gradient_evals"] > 0
+    if engine == "chees":
+        assert run.diagnostics["max_nested_r_hat"] < 1.05
+        assert run.diagnostics["trajectory_length"]
+
+
+def _pair(name, **kw):
+    zoo_run = zoo.run(name, "nuts", seed=3, **kw)
+    pyro_run = zoo.run(name, "nuts", backend="pyro", seed=4, **kw)
+    return zoo_run, pyro_run
+
+
+def _agree_pair(a, b, sites, k=4.5):
+    """Two samplers' means within k combined Monte-Carlo standard errors."""
+    for site in sites:
+        ra, rb = a.summary.loc[site], b.summary.loc[site]
+        se = np.hypot(ra["sd"] / np.sqrt(ra["ess_bulk"]), rb["sd"] / np.sqrt(rb["ess_bulk"]))
+        assert abs(ra["mean"] - rb["mean"]) <= k * se, (site, ra["mean"], rb["mean"])
+
+
+def test_lockstep_nuts_agrees_with_pyros_nuts_on_an_enumerated_mixture():
+    a, b = _pair("three_coin", num_samples=150, warmup=150, num_chains=2)
+    assert b.diagnostics["backend"] == "pyro"
+    _agree_pair(a, b, ["pi", "p", "q"])
+
+
+def test_lockstep_nuts_agrees_with_pyros_nuts_on_eight_schools():
+    a, b = _pair("eight_schools_noncentered", num_samples=400, warmup=400, num_chains=2)
+    _agree_pair(a, b, ["mu", "tau", "eta[0]"])
+
+
+def test_lockstep_nuts_on_a_foreign_model_that_does_not_broadcast(registry):
+    case = next(c for c in CORPUS if c.name == "conj_linreg_matmul")
+    zoo.register(case.name, model=case.model, data=case.data)
+    run = zoo.run(case.name, "nuts", num_samples=300, warmup=300, seed=5)
+    post = run.idata.posterior
+    for site, mean in case.mean.items():
+        if site not in post:
+            continue
+        draws = post[site].values.reshape((-1, *np.shape(mean)))
+        ess = run.diagnostics["min_ess_bulk"]
+        se = np.asarray(case.sd[site]) / np.sqrt(ess)
+        assert np.all(np.abs(draws.mean(0) - mean) <= 4.5 * se), site
+
+
+def test_same_seed_same_numbers():
+    kw = dict(num_samples=50, warmup=50, num_chains=3)
+    a = zoo.run("eight_schools_noncentered", "nuts", seed=9, **kw)
+    b = zoo.run("eight_schools_noncentered", "nuts", seed=9, **kw)
+    c = zoo.run("eight_schools_noncentered", "nuts", seed=10, **kw)
+    np.testing.assert_array_equal(a.idata.posterior["mu"], b.idata.posterior["mu"])
+    assert not np.array_equal(a.idata.posterior["mu"], c.idata.posterior["mu"])
+
+
+def test_bad_sampler_options_are_refused():
+    with pytest.raises(ValueError, match="'backend' must be one of"):
+        zoo.run("beta_bernoulli", "nuts", backend="stan")
+    with pytest.raises(ValueError, match="'jit' must be True, False or None"):
+        zoo.run("beta_bernoulli", "chees", jit="yes")
