@@ -4,6 +4,10 @@ traceback from a worker."""
 
 from __future__ import annotations
 
+import math
+import subprocess
+import sys
+
 import numpy as np
 import pyro
 import pyro.distributions as dist
@@ -28,6 +32,35 @@ def test_parallel_chains_give_the_sequential_numbers(engine):
         np.testing.assert_array_equal(
             par.idata.posterior[site].values, seq.idata.posterior[site].values
         )
+
+
+_COMPILE_AFTER_FORK = """
+import torch
+from inference.parallel import map_indices
+
+torch.compile(lambda x: x.sin().sum())(torch.randn(8))  # the parent's compile pool starts
+
+
+def one(i):
+    return float(torch.compile(lambda x: (x * 3 + i).cos().sum())(torch.ones(5 + i)))
+
+
+print(map_indices(one, 2, 2))
+"""
+
+
+@needs_two_cores
+def test_torch_compile_in_a_forked_worker_after_one_in_the_parent_finishes():
+    # the parent's inductor thread pool does not survive fork: a worker that compiled through it
+    # (the samplers compile once a run shows it pays) waited for ever
+    out = subprocess.run(
+        [sys.executable, "-c", _COMPILE_AFTER_FORK], capture_output=True, text=True, timeout=240
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert [round(v, 4) for v in eval(out.stdout)] == [
+        round(5 * math.cos(3.0), 4),
+        round(6 * math.cos(4.0), 4),
+    ]
 
 
 @needs_two_cores
