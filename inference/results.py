@@ -6,10 +6,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from html import escape
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import pandas as pd
+
+if TYPE_CHECKING:
+    import arviz as az
 
 RunKind = Literal["draws", "point", "conditional"]
 """What a run's posterior group holds: ``draws`` from the posterior of every latent site, a
@@ -19,6 +22,11 @@ RunKind = Literal["draws", "point", "conditional"]
 EvidenceKind = Literal["exact", "lower_bound", "estimate", "conditional"]
 """``exact`` log p(y); a ``lower_bound`` on it (an ELBO); a Monte-Carlo ``estimate`` of it
 (importance sampling); or ``conditional``: log p(y | fixed sites), not integrated over them."""
+
+RunStatus = Literal["ok", "unreliable", "failed"]
+"""``ok``; ``unreliable``: the run finished but a diagnostic says its numbers are not to be
+trusted (``Run.caveat`` says which: importance weights with Pareto k-hat above 0.7); ``failed``:
+no numbers (``Run.error`` says why)."""
 
 
 class ZooError(ValueError):
@@ -58,15 +66,25 @@ class Evidence:
 class Run:
     """One engine run on one model.
 
-    ``idata`` is an ``arviz.InferenceData`` whose ``posterior`` group is named by latent sites;
-    ``summary`` is indexed like ``arviz.summary``; ``diagnostics`` holds numbers (always
-    ``wall_time_s``); ``traces`` the named per-iteration traces (``elbo``, ``log_likelihood``).
-    ``kind`` says what the posterior group holds and ``conditional_on`` which sites were held
-    fixed. A failed run has ``status == "failed"``, ``error`` set and ``idata`` None.
+    What was run: ``model`` (registered name), ``engine``, ``options`` (every engine option, as
+    validated), ``seed``, ``data`` (the model's keyword arguments it ran on) and
+    ``model_data`` (the model arguments a variant fixed on top of ``data``, as
+    ``robust_regression``'s Gaussian fit; empty for every other run). The runner
+    (``zoo.run``) sets them when it builds the Run it returns.
+
+    What came out: ``idata`` is an ``arviz.InferenceData`` whose ``posterior`` group is named by
+    latent sites; ``summary`` is indexed like ``arviz.summary``; ``diagnostics`` holds numbers
+    (always ``wall_time_s``); ``traces`` the named per-iteration traces (``elbo``,
+    ``log_likelihood``). ``kind`` says what the posterior group holds and ``conditional_on``
+    which sites were held fixed; ``closed_form`` that the run was given as distributions (exact
+    posterior, CAVI factors, a Laplace approximation), so its summary holds their exact moments,
+    free of Monte-Carlo noise. ``status`` is ``ok``, ``unreliable`` (numbers present but not to
+    be trusted, ``caveat`` says why) or ``failed`` (``error`` set, ``idata`` None).
+    ``warnings``: what the engine's libraries warned while a report ran it.
     """
 
     engine: str
-    idata: Any = None
+    idata: az.InferenceData | None = None
     summary: pd.DataFrame = field(default_factory=pd.DataFrame)
     kind: RunKind = "draws"
     conditional_on: tuple[str, ...] = ()
@@ -76,13 +94,19 @@ class Run:
     model: str = ""
     seed: int = 0
     options: dict[str, Any] = field(default_factory=dict)
-    status: Literal["ok", "failed"] = "ok"
+    data: dict[str, Any] = field(default_factory=dict, repr=False)
+    model_data: dict[str, Any] = field(default_factory=dict)
+    closed_form: bool = False
+    status: RunStatus = "ok"
     error: str | None = None
+    caveat: str | None = None
+    warnings: tuple[str, ...] = ()
     extras: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
-        return self.status == "ok"
+        """The run has results (``status`` ``ok`` or ``unreliable``): not failed."""
+        return self.status != "failed"
 
     @property
     def log_evidence(self) -> float | None:
@@ -93,7 +117,9 @@ class Run:
         return self.diagnostics.get("wall_time_s")
 
     def __repr__(self) -> str:
-        state = "ok" if self.ok else f"failed: {self.error}"
+        state = {"ok": "ok", "unreliable": f"unreliable: {self.caveat}"}.get(
+            self.status, f"failed: {self.error}"
+        )
         wall = self.wall_time_s
         wall_s = f", {wall:.2f}s" if wall is not None else ""
         return f"Run({self.model!r}, {self.engine!r}, {state}{wall_s})"
@@ -124,7 +150,9 @@ class Run:
             "point": "a point estimate",
             "conditional": "draws conditional on " + ", ".join(self.conditional_on),
         }
-        head += f"ok, {escape(what[self.kind])}"
+        head += f"{escape(self.status)}, {escape(what[self.kind])}"
+        if self.caveat:
+            head += f' <span style="color:#b60">({escape(self.caveat)})</span>'
         diag = "".join(
             f"<tr><th style='text-align:left'>{escape(k)}</th><td>{_fmt(v)}</td></tr>"
             for k, v in self.key_diagnostics().items()
@@ -228,13 +256,24 @@ class ModelInfo:
 @dataclass
 class Comparison:
     """Runs of several engines on one model, and the parameter x engine table against the truth
-    (columns ``(truth|engine, mean|sd|error_in_sds)``; see :mod:`inference.accuracy`)."""
+    (columns ``(truth|engine, mean|sd|error_in_sds)``; see :mod:`inference.accuracy`).
+
+    ``data`` is the model's keyword arguments every run used, ``seed`` the seed they ran with,
+    ``profile`` the report profile that sized their options (``custom``: options as given to
+    ``zoo.compare`` or ``zoo.run``; each run's are in ``Run.options``)."""
 
     model: ModelInfo
     runs: dict[str, Run]
     table: pd.DataFrame
     truth: GroundTruth | None
     data: dict[str, Any]
+    seed: int = 0
+    profile: str = "custom"
+
+    @property
+    def warnings(self) -> list[str]:
+        """The distinct warnings the runs recorded (``Run.warnings``), sorted."""
+        return sorted({w for run in self.runs.values() for w in run.warnings})
 
     def __repr__(self) -> str:
         return f"Comparison({self.model.name!r}, engines={list(self.runs)})"
@@ -243,8 +282,8 @@ class Comparison:
         """Notebook display: the engines' status and time, then the parameter x engine table
         with the truth."""
         rows = "".join(
-            f"<tr><td><code>{escape(e)}</code></td><td>{'ok' if r.ok else 'failed'}</td>"
-            f"<td>{_fmt(r.wall_time_s)} s</td><td>{escape(r.error or '')}</td></tr>"
+            f"<tr><td><code>{escape(e)}</code></td><td>{escape(r.status)}</td>"
+            f"<td>{_fmt(r.wall_time_s)} s</td><td>{escape(r.error or r.caveat or '')}</td></tr>"
             for e, r in self.runs.items()
         )
         truth = f"<p>ground truth: {escape(self.truth.source)}</p>" if self.truth else ""

@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
+
+if TYPE_CHECKING:
+    from .results import Run
 
 
 def frame_records(frame: pd.DataFrame) -> dict[str, dict[str, Any]]:
@@ -41,7 +44,7 @@ def dumps(obj: Any) -> str:
     return json.dumps(jsonable(obj), indent=2, allow_nan=False, ensure_ascii=False) + "\n"
 
 
-def run_record(run: Any) -> dict[str, Any]:
+def run_record(run: Run) -> dict[str, Any]:
     """Everything a Run says except its draws, as plain data."""
     ev = run.evidence
     return {
@@ -50,11 +53,14 @@ def run_record(run: Any) -> dict[str, Any]:
         "seed": run.seed,
         "status": run.status,
         "error": run.error,
+        "caveat": run.caveat,
         "kind": run.kind,
         "conditional_on": list(run.conditional_on),
         "log_evidence": run.log_evidence,
         "evidence_kind": None if ev is None else ev.kind,
         "options": run.options,
+        "model_data": run.model_data,
+        "closed_form": run.closed_form,
         "diagnostics": {k: v for k, v in run.diagnostics.items() if k not in run.traces},
         "traces": run.traces,
     }

@@ -13,15 +13,20 @@ from __future__ import annotations
 import base64
 import io
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 from scipy import stats
+
+from inference.results import Comparison, Density, GroundTruth, Run
+
+if TYPE_CHECKING:
+    import xarray as xr
 
 MAX_DENSITY_ROWS = 8
 MAX_TRACE_ROWS = 4
@@ -79,12 +84,17 @@ def parse_row(row: str) -> tuple[str, tuple[int, ...]] | None:
         return None
 
 
-def draws_for(run: Any, row: str) -> np.ndarray | None:
-    """Posterior draws of one summary row, shaped (chain, draw); None if the run has none."""
-    if run is None or not getattr(run, "ok", False) or run.idata is None:
+def posterior_of(run: Run | None) -> xr.Dataset | None:
+    """A run's posterior group (an ``xarray.Dataset``), or None if it has none."""
+    if run is None or not run.ok or run.idata is None or "posterior" not in run.idata.groups():
         return None
+    return run.idata.posterior
+
+
+def draws_for(run: Run | None, row: str) -> np.ndarray | None:
+    """Posterior draws of one summary row, shaped (chain, draw); None if the run has none."""
     parsed = parse_row(row)
-    post = getattr(run.idata, "posterior", None)
+    post = posterior_of(run)
     if parsed is None or post is None or parsed[0] not in post:
         return None
     values = np.asarray(post[parsed[0]].values, dtype=float)
@@ -97,10 +107,10 @@ def draws_for(run: Any, row: str) -> np.ndarray | None:
         return None
 
 
-def density_rows(cmp: Any, limit: int = MAX_DENSITY_ROWS) -> list[str]:
+def density_rows(cmp: Comparison, limit: int = MAX_DENSITY_ROWS) -> list[str]:
     """Scalar rows of the comparison table worth a density figure: continuous sites only (a
     per-observation discrete site would give one figure per observation), at most ``limit``."""
-    discrete = set(_discrete_sites(cmp))
+    discrete = set(cmp.model.discrete)
     rows = []
     for row in cmp.table.index:
         parsed = parse_row(row)
@@ -113,11 +123,7 @@ def density_rows(cmp: Any, limit: int = MAX_DENSITY_ROWS) -> list[str]:
     return rows
 
 
-def _discrete_sites(cmp: Any) -> Sequence[str]:
-    return tuple(cmp.model.discrete)
-
-
-def _truth_density(truth: Any, row: str) -> Any:
+def _truth_density(truth: GroundTruth | None, row: str) -> Density | None:
     return None if truth is None else truth.row_density(row)
 
 
@@ -134,7 +140,7 @@ def kde(
     return y
 
 
-def density_figure(cmp: Any, row: str, colors: dict[str, str]) -> FigureImage:
+def density_figure(cmp: Comparison, row: str, colors: dict[str, str]) -> FigureImage:
     """Marginal posterior of one parameter row: every engine over the truth."""
     fig = Figure(figsize=(4.6, 2.9))
     ax = fig.add_subplot()
@@ -213,7 +219,7 @@ def density_figure(cmp: Any, row: str, colors: dict[str, str]) -> FigureImage:
     return FigureImage("density", f"Marginal posterior of {row}", caption, png)
 
 
-def optimisation_figure(cmp: Any, colors: dict[str, str]) -> FigureImage | None:
+def optimisation_figure(cmp: Comparison, colors: dict[str, str]) -> FigureImage | None:
     """ELBO traces of SVI-like runs and log-likelihood traces of EM-like runs."""
     elbo = {
         e: np.asarray(r.traces["elbo"], dtype=float)
@@ -229,7 +235,7 @@ def optimisation_figure(cmp: Any, colors: dict[str, str]) -> FigureImage | None:
     if not panels:
         return None
     fig = Figure(figsize=(4.8 * len(panels), 3.0))
-    exact = getattr(cmp.truth, "log_evidence", None)
+    exact = None if cmp.truth is None else cmp.truth.log_evidence
     for i, (kind, traces) in enumerate(panels):
         ax = fig.add_subplot(1, len(panels), i + 1)
         for engine, y in traces.items():
@@ -266,7 +272,7 @@ def optimisation_figure(cmp: Any, colors: dict[str, str]) -> FigureImage | None:
 
 
 def mcmc_figure(
-    cmp: Any, engine: str, rows: Sequence[str], colors: dict[str, str]
+    cmp: Comparison, engine: str, rows: Sequence[str], colors: dict[str, str]
 ) -> FigureImage | None:
     """Per-chain traces and rank histograms of an MCMC run (rank plots: flat when mixed)."""
     run = cmp.runs[engine]
@@ -311,7 +317,7 @@ def mcmc_figure(
     return FigureImage("mcmc", f"{engine}: traces and rank plots", caption, to_base64_png(fig))
 
 
-def pair_figure(cmp: Any, x_row: str, y_row: str) -> FigureImage | None:
+def pair_figure(cmp: Comparison, x_row: str, y_row: str) -> FigureImage | None:
     """Joint MCMC draws of two parameters per MCMC engine, divergent transitions in red: where
     in the posterior (a funnel's neck) a sampler fails."""
     panels = []
@@ -346,7 +352,9 @@ def pair_figure(cmp: Any, x_row: str, y_row: str) -> FigureImage | None:
     return FigureImage("pairs", f"{y_row} against {x_row}", caption, to_base64_png(fig))
 
 
-def fit_figure(cmp: Any, spec: dict, colors: dict[str, str]) -> FigureImage | None:
+def fit_figure(
+    cmp: Comparison, spec: Mapping[str, str], colors: dict[str, str]
+) -> FigureImage | None:
     """The data with each engine's posterior mean (and 90% band) of a deterministic site that
     gives the fitted curve at every observation. With ``spec["sd"]`` (a site holding the
     conditional sd of the curve given each draw, as a Gaussian process's), the band is mean
@@ -362,7 +370,7 @@ def fit_figure(cmp: Any, spec: dict, colors: dict[str, str]) -> FigureImage | No
     ax.scatter(x, y, s=10, color="black", alpha=0.6, label="data", zorder=3)
     drawn = 0
     for engine, run in cmp.runs.items():
-        post = getattr(run.idata, "posterior", None) if run.ok else None
+        post = posterior_of(run)
         if post is None or spec.get("mean") not in post:
             continue
         mu = np.asarray(post[spec["mean"]].values, dtype=float)
@@ -395,7 +403,7 @@ def _as_numpy(v: Any) -> Any:
     return v.detach().cpu().numpy() if hasattr(v, "detach") else v
 
 
-def model_figures(cmp: Any) -> list[FigureImage]:
+def model_figures(cmp: Comparison) -> list[FigureImage]:
     """Every figure of a model page: densities, optimisation traces, MCMC traces, and the
     figures the model asks for (pairs of parameters, the fit over the data)."""
     colors = engine_colors(cmp.runs)
@@ -408,7 +416,7 @@ def model_figures(cmp: Any) -> list[FigureImage]:
         f = mcmc_figure(cmp, engine, rows, colors)
         if f is not None:
             figs.append(f)
-    asked = getattr(cmp.model, "figures", {}) or {}
+    asked = cmp.model.figures
     for x_row, y_row in asked.get("pairs", ()):
         f = pair_figure(cmp, x_row, y_row)
         if f is not None:

@@ -15,6 +15,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from inference.results import GroundTruth, Run
+
 MEAN_TOL = 0.1  # posterior sd: smaller mean errors are never reported as errors
 SD_TOL = 0.05  # relative: smaller sd errors are never reported as errors
 # An engine without Monte-Carlo noise (a closed-form approximation: CAVI, Laplace) is held to
@@ -33,7 +35,7 @@ class Finding:
     """One sentence about one engine (``engine`` None: about the model)."""
 
     engine: str | None
-    topic: str  # failed | accuracy | point | evidence | mcmc | svi | reference
+    topic: str  # failed | unreliable | accuracy | point | evidence | mcmc | svi | reference
     level: str  # good | info | warn | bad
     text: str
 
@@ -92,40 +94,38 @@ def _listing(items: Sequence[str], limit: int = 3) -> str:
     return ", ".join(items[:-1]) + f" and {items[-1]}"
 
 
-def n_eff(run: Any, row: str) -> float:
+def n_eff(run: Run | None, row: str) -> float:
     """Effective number of draws behind a run's summary row: bulk ESS where the run has one,
-    else its number of draws, else infinity (exact numbers, and the moments of a run given as
+    the importance weights' effective sample size (sum w)^2 / sum w^2 for a weighted run, else
+    its number of draws, else infinity (exact numbers, and the moments of a run given as
     distributions: no Monte-Carlo noise)."""
-    if run is None or _closed_form(run):
+    if run is None or run.closed_form:
         return math.inf  # a closed form's moments (exact, CAVI, Laplace) carry no noise
-    summary = getattr(run, "summary", None)
-    if summary is not None and "ess_bulk" in getattr(summary, "columns", ()):
-        if row in summary.index and _finite(summary.loc[row, "ess_bulk"]):
+    summary = run.summary
+    if "ess_bulk" in summary.columns and row in summary.index:
+        if _finite(summary.loc[row, "ess_bulk"]):
             return max(float(summary.loc[row, "ess_bulk"]), 1.0)
-    idata = getattr(run, "idata", None)
-    post = getattr(idata, "posterior", None)
-    if post is not None:
-        sizes = post.sizes
+    weighted = run.diagnostics.get("ess")  # the weights' ESS, not the resampled draws' count
+    if _finite(weighted):
+        return max(float(weighted), 1.0)
+    if run.idata is not None and "posterior" in run.idata.groups():
+        sizes = run.idata.posterior.sizes
         return float(sizes.get("chain", 1) * sizes.get("draw", 1))
     return math.inf
 
 
-def _ok(run: Any) -> bool:
-    return run is None or getattr(run, "status", "ok") == "ok"
+def _ok(run: Run | None) -> bool:
+    return run is None or run.ok
 
 
-def _model_data(run: Any) -> dict[str, Any]:
-    """The model arguments a variant fixed (``{"likelihood": "gaussian"}``), if any."""
-    return dict(getattr(run, "extras", {}).get("model_data") or {})
-
-
-def _reference_engine(runs: Mapping[str, Any]) -> str | None:
-    """With no ground truth: the converged MCMC run with most effective draws, if any."""
+def _reference_engine(runs: Mapping[str, Run]) -> str | None:
+    """With no ground truth: the converged MCMC run with most effective draws, if any. Neither a
+    variant that runs the model under other arguments nor an unreliable run serves."""
     best, best_ess = None, -1.0
     for name, run in runs.items():
-        if _model_data(run):  # a variant that runs the model under other arguments
+        if run.model_data or run.status != "ok":
             continue
-        d = run.diagnostics if _ok(run) else {}
+        d = run.diagnostics
         rhat, ess = d.get("max_r_hat"), d.get("min_ess_bulk")
         if _finite(rhat) and float(rhat) < 1.05 and _finite(ess) and float(ess) > best_ess:
             best, best_ess = name, float(ess)
@@ -135,8 +135,8 @@ def _reference_engine(runs: Mapping[str, Any]) -> str | None:
 def findings(
     table: pd.DataFrame,
     *,
-    runs: Mapping[str, Any] | None = None,
-    truth: Any = None,
+    runs: Mapping[str, Run] | None = None,
+    truth: GroundTruth | None = None,
     discrete: Collection[str] = (),
     truth_label: str = "the exact posterior",
 ) -> list[Finding]:
@@ -172,11 +172,14 @@ def findings(
             )
     for engine in table_engines(table):
         run = runs.get(engine)
-        if not _ok(run):
+        if run is not None and not run.ok:
             text = f"{engine} failed. {explain_failure(run.error)} The error: {run.error}"
             out.append(Finding(engine, "failed", "bad", text))
             continue
-        fixed = _model_data(run)
+        if run is not None and run.status == "unreliable":
+            text = f"{engine}'s numbers are unreliable: {run.caveat}"
+            out.append(Finding(engine, "unreliable", "bad", text.rstrip(".") + "."))
+        fixed = run.model_data if run is not None else {}
         if fixed:
             shown = ", ".join(f"{k}={v!r}" for k, v in fixed.items())
             out.append(
@@ -210,16 +213,11 @@ def _with_reference(table: pd.DataFrame, ref: str) -> pd.DataFrame:
     return t
 
 
-def _closed_form(run: Any) -> bool:
-    """A run given as distributions (exact, CAVI, Laplace): its moments carry no noise."""
-    return bool(getattr(run, "extras", {}).get("distributions"))
-
-
 def _accuracy(
     table: pd.DataFrame,
     engine: str,
-    run: Any,
-    ref_run: Any,
+    run: Run | None,
+    ref_run: Run | None,
     discrete: Collection[str],
     label: str,
 ) -> list[Finding]:
@@ -263,7 +261,9 @@ def _accuracy(
 
     # against the truth, a closed form's error is all bias: held to EXACT_TOL
     mean_tol, sd_tol = (
-        (EXACT_TOL, EXACT_TOL) if _closed_form(run) and ref_run is None else (MEAN_TOL, SD_TOL)
+        (EXACT_TOL, EXACT_TOL)
+        if run is not None and run.closed_form and ref_run is None
+        else (MEAN_TOL, SD_TOL)
     )
     # means: |mean - truth| / truth_sd against max(MEAN_TOL, NOISE_Z / sqrt(n_eff))
     errs = [(abs(m - tm) / ts, r, m, tm, n) for r, m, _, tm, ts, n in spread]
@@ -336,14 +336,13 @@ def _accuracy(
     return out
 
 
-def _evidence(engine: str, run: Any, truth: Any) -> list[Finding]:
-    ev = getattr(run, "evidence", None)
+def _evidence(engine: str, run: Run, truth: GroundTruth | None) -> list[Finding]:
+    ev = run.evidence
     if ev is None or not _finite(ev.value):
         return []
     le = float(ev.value)
     d = run.diagnostics
-    exact = getattr(truth, "log_evidence", None)
-    exact = float(exact) if _finite(exact) else None
+    exact = truth.log_evidence if truth is not None and _finite(truth.log_evidence) else None
     vs = f" (exact log evidence {_signed(exact)})" if exact is not None else ""
     if ev.kind == "conditional":
         sites = _listing(list(ev.conditional_on) or ["some sites"], limit=6)
@@ -399,7 +398,7 @@ def _evidence(engine: str, run: Any, truth: Any) -> list[Finding]:
     return [Finding(engine, "evidence", level, text + f"{_signed(diff)}.")]
 
 
-def _sampler(engine: str, run: Any) -> list[Finding]:
+def _sampler(engine: str, run: Run) -> list[Finding]:
     d = run.diagnostics
     out: list[Finding] = []
     if _finite(d.get("max_r_hat")):
@@ -420,16 +419,19 @@ def _sampler(engine: str, run: Any) -> list[Finding]:
         text = f"{engine}: " + ", ".join(parts) + (" \u2014 " + "; ".join(notes) if notes else "")
         out.append(Finding(engine, "mcmc", level, text + "."))
     k = d.get("pareto_k")
-    if _finite(k):
+    if _finite(k) and run.status != "unreliable":  # an unreliable run's caveat says it already
         k = float(k)
+        proposal = d.get("proposal")  # importance sampling: the proposal it weighted
+        q = "the guide" if proposal is None else f"the proposal ({proposal})"
         if k <= 0.5:
-            level, what = "good", "the guide is a reliable importance proposal for the posterior"
+            level, what = "good", f"{q} is a reliable importance proposal for the posterior"
         elif k <= 0.7:
             level, what = "info", "importance weights are usable but converge slowly"
         else:
-            level, what = "warn", "the guide misses part of the posterior (weights unreliable)"
+            level, what = "warn", f"{q} misses part of the posterior (weights unreliable)"
         text = f"{engine}: Pareto k\u0302 {_signed(k, 2)} \u2014 {what}."
-        out.append(Finding(engine, "svi", level, text))
+        topic = "svi" if proposal is None else "importance"
+        out.append(Finding(engine, topic, level, text))
     return out
 
 

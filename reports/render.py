@@ -1,7 +1,7 @@
 """Rendering: one Jinja2 environment for every page (HTML autoescaped, Markdown not), and the
 machine-readable JSON/CSV beside them.
 
-:func:`model_context` turns a :class:`zoo.api.Comparison` into plain data; the templates, the
+:func:`model_context` turns a :class:`inference.Comparison` into plain data; the templates, the
 JSON and the CSV are all written from that data, so the numbers agree everywhere.
 """
 
@@ -20,6 +20,7 @@ import jinja2
 import numpy as np
 import pandas as pd
 
+from inference.results import Comparison, Run
 from inference.serialize import dumps, frame_records, run_record
 
 from .figures import FigureImage, model_figures
@@ -50,6 +51,7 @@ RUN_COLUMNS = (
     "worst_error",
     "accuracy",
     "error",
+    "caveat",
     "explanation",
 )
 
@@ -209,7 +211,7 @@ def describe_data(data: Mapping[str, Any], preview: int = 8) -> list[dict[str, A
 
 def run_row(
     engine: str,
-    run: Any,
+    run: Run,
     table: pd.DataFrame,
     has_truth: bool,
     found: Sequence[Finding] = (),
@@ -226,6 +228,7 @@ def run_row(
         "status": run.status,
         "ok": run.ok,
         "error": run.error,
+        "caveat": run.caveat,
         "wall_time_s": wall,
         "ess_per_s": float(ess) / float(wall) if _finite(ess) and _finite(wall) and wall else None,
         "min_ess_bulk": ess,
@@ -267,16 +270,10 @@ def posterior_rows(table: pd.DataFrame) -> list[dict[str, Any]]:
 
 
 def model_context(
-    cmp: Any,
-    *,
-    profile: str = "quick",
-    seed: int = 0,
-    figures: bool = True,
-    generated: str | None = None,
-    warnings_seen: Sequence[str] = (),
+    cmp: Comparison, *, figures: bool = True, generated: str | None = None
 ) -> dict[str, Any]:
-    """Everything a model page shows, as plain data. ``warnings_seen``: warnings raised while
-    the engines ran (listed on the page, not printed)."""
+    """Everything a model page shows, as plain data: the comparison's numbers, its seed and
+    profile, and the warnings its runs recorded (listed on the page, not printed)."""
     info, table, truth = cmp.model, cmp.table, cmp.truth
     has_truth = truth is not None and bool(truth.mean)
     discrete = info.discrete
@@ -293,8 +290,8 @@ def model_context(
         "description": info.description,
         "doc": info.doc,
         "seed_ref": info.seed_ref,
-        "profile": profile,
-        "seed": seed,
+        "profile": cmp.profile,
+        "seed": cmp.seed,
         "generated": generated or now_utc(),
         "versions": versions(),
         "engines": engines,
@@ -319,7 +316,7 @@ def model_context(
         "figures": figs,
         "error_good": ERROR_GOOD,
         "error_bad": ERROR_BAD,
-        "warnings": list(warnings_seen),
+        "warnings": cmp.warnings,
     }
 
 
@@ -327,7 +324,7 @@ def _as_array(v: Any) -> Any:
     return v.detach().cpu().numpy() if hasattr(v, "detach") else v
 
 
-def model_json(cmp: Any, ctx: Mapping[str, Any]) -> dict[str, Any]:
+def model_json(cmp: Comparison, ctx: Mapping[str, Any]) -> dict[str, Any]:
     """The machine-readable page: every number of the page and every run's diagnostics."""
     runs = {}
     for engine, run in cmp.runs.items():
@@ -367,20 +364,11 @@ def model_summary(ctx: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def render_model_page(
-    cmp: Any,
-    *,
-    profile: str = "quick",
-    seed: int = 0,
-    generated: str | None = None,
-    warnings_seen: Sequence[str] = (),
-) -> dict[str, str]:
+def render_model_page(cmp: Comparison, *, generated: str | None = None) -> dict[str, str]:
     """A model's page and the files beside it: ``{filename: text}`` for ``NAME.html``,
     ``NAME.md``, ``NAME.json`` (every number, diagnostics, findings) and ``NAME.csv`` (the
     comparison table). Also returns the index line under the key ``"summary"`` as JSON."""
-    ctx = model_context(
-        cmp, profile=profile, seed=seed, generated=generated, warnings_seen=warnings_seen
-    )
+    ctx = model_context(cmp, generated=generated)
     name = ctx["name"]
     return {
         f"{name}.html": render("model.html.j2", **ctx),

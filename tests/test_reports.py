@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from seeding import shifted
 
 import reports
 import zoo
@@ -84,7 +85,7 @@ def hand_comparison(failed_svi: bool = False) -> Comparison:
         svi = Run(engine="svi", status="failed", error="NumericalFailure: ELBO is NaN at step 3")
         svi.diagnostics["wall_time_s"] = 0.5
     else:
-        rng = np.random.default_rng(0)
+        rng = np.random.default_rng(shifted(0))
         draws = rng.normal(0.6, 0.05, size=(1, 400))
         svi = make_run(
             "svi",
@@ -144,7 +145,16 @@ def test_model_json_numbers(report_dir: Path) -> None:
     assert page["model"] == "beta_bernoulli"
     assert page["runs"]["exact"]["summary"]["p"]["mean"] == pytest.approx(0.666667, abs=1e-6)
     assert page["truth"]["sd"]["p"] == pytest.approx(0.130744, abs=1e-6)
-    assert set(page["runs"]) == {"svi", "nuts", "hmc", "mh", "importance", "exact"}
+    assert set(page["runs"]) == {
+        "svi",
+        "nuts",
+        "chees",
+        "hmc",
+        "mh",
+        "importance",
+        "laplace",
+        "exact",
+    }
     assert all(r["status"] == "ok" for r in page["runs"].values())
     assert isinstance(page["runs"]["svi"]["traces"]["elbo"], list)
     (row,) = page["table"]
@@ -160,10 +170,10 @@ def test_csv_and_results(report_dir: Path) -> None:
     assert table.loc[0, "truth_sd"] == pytest.approx(0.130744, abs=1e-6)
     results = json.loads((report_dir / "results.json").read_text())
     cells = results["models"]["beta_bernoulli"]["engines"]
-    assert set(cells) == {"svi", "nuts", "hmc", "mh", "importance", "exact"}
+    assert set(cells) == {"svi", "nuts", "chees", "hmc", "mh", "importance", "laplace", "exact"}
     assert cells["exact"]["worst_error"] == pytest.approx(0.0, abs=1e-9)
     flat = pd.read_csv(report_dir / "results.csv")
-    assert len(flat) == 6 and set(flat["status"]) == {"ok"}
+    assert len(flat) == 8 and set(flat["status"]) == {"ok"}
 
 
 def test_html_pages(report_dir: Path) -> None:
@@ -234,7 +244,7 @@ def test_findings_from_runs() -> None:
 
 def test_failed_engine_is_a_failed_cell() -> None:
     cmp = hand_comparison(failed_svi=True)
-    files = reports.render_model_page(cmp, profile="smoke")
+    files = reports.render_model_page(cmp)
     html = files["beta_bernoulli.html"]
     check_html(html)
     assert "NumericalFailure: ELBO is NaN at step 3" in html
@@ -310,8 +320,10 @@ def test_profiles_plan() -> None:
     plan = by_model(plan_report(["beta_bernoulli", "gaussian_mixture"], profile="quick"))
     assert plan["beta_bernoulli"]["svi"] == {"num_steps": 1000, "num_samples": 500, "jit": True}
     assert plan["beta_bernoulli"]["exact"] == {}
-    # the model asks for more draws than the profile: the larger wins
-    assert plan["gaussian_mixture"]["nuts"]["num_samples"] == 300
+    # counts: the larger of the profile's and the model's wins, either way round
+    assert plan["gaussian_mixture"]["nuts"]["num_samples"] == 500  # quick's 500 over 300
+    smoke = by_model(plan_report(["gaussian_mixture"], profile="smoke"))
+    assert smoke["gaussian_mixture"]["nuts"]["num_samples"] == 300  # the model's over 50
     only = by_model(plan_report(profile="smoke", engines=["exact", "em"]))
     assert only["beta_bernoulli"].keys() == {"exact"} and only["three_coin"].keys() == {"em"}
     for name in zoo.list_models():  # a whole-zoo report leaves out models neither applies to
@@ -390,7 +402,7 @@ def test_findings_without_truth_use_converged_mcmc() -> None:
 
 def test_index_cell_is_green_only_when_means_and_sds_are_right() -> None:
     cmp = hand_comparison()  # svi: mean near the truth's, sd far too small
-    files = reports.render_model_page(cmp, profile="smoke", seed=0)
+    files = reports.render_model_page(cmp)
     summary = json.loads(files["summary"])
     assert summary["engines"]["exact"]["accuracy"] == "good"
     assert summary["engines"]["svi"]["accuracy"] in ("warn", "bad")
@@ -431,7 +443,7 @@ def test_variants_and_the_figures_a_model_asks_for(registry) -> None:
     import torch
 
     x = torch.linspace(-1, 1, 12)
-    y = 0.5 + 2.0 * x + 0.1 * torch.randn(12, generator=torch.Generator().manual_seed(0))
+    y = 0.5 + 2.0 * x + 0.1 * torch.randn(12, generator=torch.Generator().manual_seed(shifted(0)))
 
     @zoo.register(
         data={"x": x, "y": y},
@@ -489,8 +501,8 @@ def test_a_variant_can_fix_model_arguments(registry) -> None:
     opts = {"num_samples": 300, "warmup": 200, "num_chains": 2}
     cmp = zoo.compare(location, ["nuts", "nuts_normal"], **opts)
     normal, student = cmp.runs["nuts_normal"], cmp.runs["nuts"]
-    assert normal.extras["model_data"] == {"noise": "normal"}
-    assert "model_data" not in student.extras
+    assert normal.model_data == {"noise": "normal"}
+    assert student.model_data == {}
     # the Normal likelihood's mean is the data mean (2.4) shrunk a hair; Student-t ignores 12
     assert normal.summary.loc["m", "mean"] == pytest.approx(2.4, abs=0.1)
     assert abs(student.summary.loc["m", "mean"]) < 0.3

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import traceback
 import warnings
@@ -74,7 +75,8 @@ def prepare(
 
 def execute(p: Prepared) -> Run:
     """Run a prepared request: seeded from its seed, one torch thread, timed. Numerical
-    failures give a failed Run, never an exception; the caller's random state is restored."""
+    failures give a failed Run, never an exception; the caller's random state is restored.
+    The Run returned is built here with what was run (model, engine, options, seed, data)."""
     entry, spec = p.entry, p.entry.engine_spec(p.engine)
     pyro.clear_param_store()
     start = time.perf_counter()
@@ -90,12 +92,22 @@ def execute(p: Prepared) -> Run:
         except Exception as e:  # noqa: BLE001 - recorded in the Run, never lost
             reason = one_line(e)
             warnings.warn(f"{entry.name}/{p.engine} failed: {reason}", RuntimeWarning, stacklevel=3)
-            result = Run(engine=p.engine, status="failed", error=reason)
-            result.extras["traceback"] = traceback.format_exc()
-    result.engine = p.engine
-    result.model, result.seed, result.options = entry.name, p.seed, dict(p.options)
-    result.diagnostics["wall_time_s"] = time.perf_counter() - start
-    return result
+            result = Run(
+                engine=p.engine,
+                status="failed",
+                error=reason,
+                extras={"traceback": traceback.format_exc()},
+            )
+    wall = time.perf_counter() - start
+    return dataclasses.replace(
+        result,
+        engine=p.engine,
+        model=entry.name,
+        seed=p.seed,
+        options=dict(p.options),
+        data=dict(p.data),
+        diagnostics={**result.diagnostics, "wall_time_s": wall},
+    )
 
 
 def run(
@@ -137,11 +149,19 @@ def split_options(
     return per
 
 
-def comparison(entry: ModelEntry, runs: Mapping[str, Run], data: Mapping[str, Any]) -> Comparison:
-    """The Comparison of finished runs of one model on ``data``."""
+def comparison(
+    entry: ModelEntry,
+    runs: Mapping[str, Run],
+    data: Mapping[str, Any],
+    *,
+    seed: int = 0,
+    profile: str = "custom",
+) -> Comparison:
+    """The Comparison of finished runs of one model on ``data`` (run with ``seed``; their
+    options sized by ``profile``, or ``custom``)."""
     truth = entry.ground_truth(data)
     table = comparison_table(runs, truth, entry.compared_params())
-    return Comparison(entry.info(), dict(runs), table, truth, dict(data))
+    return Comparison(entry.info(), dict(runs), table, truth, dict(data), seed, profile)
 
 
 def compare(
@@ -164,4 +184,4 @@ def compare(
         prepare(entry, e, data=data, seed=seed, progress=progress, **per[e]) for e in engines
     ]
     runs = {p.engine: execute(p) for p in prepared}
-    return comparison(entry, runs, prepared[0].data)
+    return comparison(entry, runs, prepared[0].data, seed=seed)

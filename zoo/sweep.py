@@ -9,6 +9,7 @@ with one torch thread per worker.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib
 import json
 import logging
@@ -22,10 +23,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import torch
 from tqdm.auto import tqdm
 
 import reports
-from inference import GENERIC_ENGINES, Run, ZooError, check_options
+from inference import GENERIC_ENGINES, Comparison, Run, ZooError, check_options
 from inference.parallel import cores, mark_worker
 from inference.runtime import interactive
 
@@ -118,15 +121,13 @@ def plan_report(
 
 
 def run_cell(cell: Cell, seed: int) -> Run:
-    """One cell, with the warnings and log records it raised kept in ``run.extras``."""
+    """One cell, with the warnings and log records it raised kept in ``run.warnings``."""
     with warnings.catch_warnings(record=True) as caught, _collect_logs() as logged:
         warnings.simplefilter("always")
         run = execute(prepare(cell.model, cell.engine, seed=seed, progress=False, **cell.options))
     seen = {f"{w.category.__name__}: {w.message}" for w in caught}
     seen |= {f"{r.name}: {r.getMessage()}" for r in logged}
-    run.extras["warnings"] = sorted(seen)
-    run.extras.pop("traceback", None) if run.ok else None
-    return run
+    return dataclasses.replace(run, warnings=tuple(sorted(seen)))
 
 
 def executor(workers: int, scheduler: str | None = None) -> Executor | None:
@@ -173,7 +174,7 @@ def run_cells(
             for fut in as_completed(futures):
                 cell = futures[fut]
                 bar.set_postfix_str(f"{cell.model}/{cell.engine}")
-                results[(cell.model, cell.engine)] = _result(fut, cell)
+                results[(cell.model, cell.engine)] = _result(fut, cell, seed)
                 bar.update()
     finally:
         bar.close()
@@ -182,24 +183,92 @@ def run_cells(
     return results
 
 
-def _result(fut: Any, cell: Cell) -> Run:
+def _result(fut: Any, cell: Cell, seed: int) -> Run:
     try:
         return fut.result()
     except ZooError:
         raise
     except Exception as e:  # noqa: BLE001 - a worker that died: a failed cell, not a traceback
-        run = Run(engine=cell.engine, status="failed", error=f"{type(e).__name__}: {e}")
-        run.model = cell.model
-        run.diagnostics["wall_time_s"] = float("nan")
-        return run
+        return Run(
+            engine=cell.engine,
+            model=cell.model,
+            seed=seed,
+            options=dict(cell.options),
+            diagnostics={"wall_time_s": float("nan")},
+            status="failed",
+            error=f"{type(e).__name__}: {e}",
+        )
+
+
+Reportable = str | Run | Comparison
+
+
+def held_comparisons(results: Sequence[Run | Comparison]) -> list[Comparison]:
+    """The comparisons of results a user holds: a Comparison as it is; Runs grouped by model into
+    one comparison each (a single Run: a one-engine comparison), tabulated against the truth on
+    the data they ran on. Raises :class:`ZooError` for a Run of an unregistered model, two results
+    for one model (or one engine of a model), or Runs of one model on different data or seeds."""
+    comparisons = [r for r in results if isinstance(r, Comparison)]
+    by_model: dict[str, list[Run]] = {}
+    for r in results:
+        if isinstance(r, Run):
+            if not r.model:
+                raise ZooError(
+                    f"a Run of engine {r.engine!r} names no model (Run.model is empty): only runs "
+                    "from zoo.run / zoo.compare can be reported"
+                )
+            by_model.setdefault(r.model, []).append(r)
+    for name, runs in by_model.items():
+        entry = get_model(name)
+        engines = [r.engine for r in runs]
+        twice = sorted({e for e in engines if engines.count(e) > 1})
+        if twice:
+            raise ZooError(f"model {name!r} has more than one Run of engine(s) {twice}")
+        seeds = sorted({r.seed for r in runs})
+        if len(seeds) > 1:
+            raise ZooError(
+                f"the Runs of model {name!r} used different seeds {seeds}; a page states one seed"
+            )
+        data = runs[0].data or entry.load_data()
+        for r in runs[1:]:
+            if not same_data(r.data or entry.load_data(), data):
+                raise ZooError(
+                    f"the Runs of model {name!r} ran on different data ({runs[0].engine} and "
+                    f"{r.engine}); one page compares engines on one dataset"
+                )
+        comparisons.append(comparison(entry, {r.engine: r for r in runs}, data, seed=seeds[0]))
+    names = [c.model.name for c in comparisons]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ZooError(f"model(s) {twice} appear in more than one result; one page per model")
+    return comparisons
+
+
+def same_data(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Whether two sets of model arguments are equal (tensors: same shape and values)."""
+    if set(a) != set(b):
+        return False
+    for k, x in a.items():
+        y = b[k]
+        if isinstance(x, torch.Tensor) or isinstance(y, torch.Tensor):
+            if not (
+                isinstance(x, torch.Tensor)
+                and isinstance(y, torch.Tensor)
+                and x.shape == y.shape
+                and bool(torch.equal(x, y))
+            ):
+                return False
+        elif not bool(np.all(np.asarray(x == y))):
+            return False
+    return True
 
 
 def write_report(
-    names: str | Sequence[str] | None = None,
+    names: Reportable | Sequence[Reportable] | None = None,
     *,
     out: str | os.PathLike[str],
-    profile: str = "quick",
-    seed: int = 0,
+    profile: str | None = None,
+    seed: int | None = None,
     progress: bool | None = None,
     options: Mapping[str, Mapping[str, Any]] | None = None,
     engines: Sequence[str] | None = None,
@@ -209,11 +278,17 @@ def write_report(
     """Write ``out/index.html`` and, per model, ``NAME.html``, ``NAME.md``, ``NAME.json`` and
     ``NAME.csv``, plus ``index.md``, ``results.json`` and ``results.csv``; return the index path.
 
-    ``names``: models to report (default: every registered model). ``profile``: ``"quick"``,
-    ``"full"`` or ``"smoke"`` (see :mod:`zoo.profiles`). ``options``: per-engine overrides of the
-    profile, e.g. ``{"svi": {"num_steps": 500}}``. ``engines``: only these engines (default:
-    every engine that applies). ``workers``: worker processes for the cells (default: the
-    machine's cores). ``progress``: a bar over the cells on stderr (None: when it is a terminal).
+    ``names``: models to run and report (default: every registered model), or results already
+    held: a :class:`Comparison` from ``zoo.compare``, a :class:`Run` from ``zoo.run`` (a
+    one-engine page; Runs of one model share a page), or a list of them. Held results are
+    written as they are, nothing is run again; the options below that size a run are then
+    refused.
+
+    ``profile``: ``"quick"`` (default), ``"full"`` or ``"smoke"`` (see :mod:`zoo.profiles`).
+    ``seed``: default 0. ``options``: per-engine overrides of the profile, e.g. ``{"svi":
+    {"num_steps": 500}}``. ``engines``: only these engines (default: every engine that
+    applies). ``workers``: worker processes for the cells (default: the machine's cores).
+    ``progress``: a bar over the cells on stderr (None: when it is a terminal).
 
     Everything is validated, and ``out`` checked writable, before any work starts. Files are
     staged inside ``out`` and moved into place only when every page is written; files of ``out``
@@ -221,8 +296,30 @@ def write_report(
     stay in its index. Two reports into one folder at once: the second is refused. A failed
     engine does not stop the report: it shows as a failed cell with its reason.
     """
+    held = _held_results(names)
+    if held is not None:
+        sizing = {
+            "profile": profile,
+            "seed": seed,
+            "options": options,
+            "engines": engines,
+            "workers": workers,
+            "scheduler": scheduler,
+        }
+        given = [k for k, v in sizing.items() if v is not None]
+        if given:
+            raise ZooError(
+                f"{', '.join(given)} size the runs of models a report runs; results you hold "
+                "are written as they ran"
+            )
+        comparisons = held_comparisons(held)
+        out = check_writable(out)
+        with locked(out):
+            _write_pages(out, comparisons)
+        return out / "index.html"
+    profile = "quick" if profile is None else profile
     cells = plan_report(names, profile=profile, options=options, engines=engines)
-    seed = check_seed(seed)
+    seed = check_seed(0 if seed is None else seed)
     out = check_writable(out)
     if progress is None:
         progress = interactive()
@@ -231,24 +328,53 @@ def write_report(
         raise ZooError(f"workers must be a positive integer, got {workers!r}")
     with locked(out):
         results = run_cells(cells, seed, workers=workers, progress=progress, scheduler=scheduler)
-        generated = reports.now_utc()
-        files: dict[str, str] = {}
-        summaries = []
+        comparisons = []
         for name in dict.fromkeys(c.model for c in cells):
             entry = get_model(name)
             runs = {c.engine: results[(c.model, c.engine)] for c in cells if c.model == name}
-            cmp = comparison(entry, runs, entry.load_data())
-            seen = sorted({w for r in runs.values() for w in r.extras.get("warnings", ())})
-            page = reports.render_model_page(
-                cmp, profile=profile, seed=seed, generated=generated, warnings_seen=seen
+            comparisons.append(
+                comparison(entry, runs, entry.load_data(), seed=seed, profile=profile)
             )
-            summaries.append(json.loads(page.pop("summary")))
-            files.update(page)
-        summaries += reports.earlier_models(out, exclude={s["name"] for s in summaries})
-        index = reports.render_index(summaries, profile=profile, seed=seed, generated=generated)
-        files.update(index)
-        write_atomically(out, files, last=tuple(index))
+        _write_pages(out, comparisons)
     return out / "index.html"
+
+
+def _held_results(
+    names: Reportable | Sequence[Reportable] | None,
+) -> list[Run | Comparison] | None:
+    """The results in ``names`` if it holds results (and nothing else), None if it holds names."""
+    if names is None or isinstance(names, str):
+        return None
+    items = [names] if isinstance(names, Run | Comparison) else list(names)
+    held = [x for x in items if isinstance(x, Run | Comparison)]
+    if not held:
+        return None
+    if len(held) < len(items):
+        others = [x for x in items if not isinstance(x, Run | Comparison)]
+        raise ZooError(
+            f"a report takes model names (run now) or results you hold (Comparison, Run), not "
+            f"both: got {others!r} beside {len(held)} result(s)"
+        )
+    return held
+
+
+def _write_pages(out: Path, comparisons: Sequence[Comparison]) -> None:
+    """Every comparison's page and the index (keeping models reported earlier into ``out``),
+    written atomically."""
+    generated = reports.now_utc()
+    files: dict[str, str] = {}
+    summaries = []
+    for cmp in comparisons:
+        page = reports.render_model_page(cmp, generated=generated)
+        summaries.append(json.loads(page.pop("summary")))
+        files.update(page)
+    summaries += reports.earlier_models(out, exclude={s["name"] for s in summaries})
+    first = comparisons[0]
+    index = reports.render_index(
+        summaries, profile=first.profile, seed=first.seed, generated=generated
+    )
+    files.update(index)
+    write_atomically(out, files, last=tuple(index))
 
 
 report = write_report
