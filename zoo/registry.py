@@ -40,6 +40,8 @@ from inference.reference import describe_distributions, in_float64
 from inference.results import one_line
 from inference.runtime import seeded
 
+from .companions import Companion
+
 ENTRY_POINT_GROUP = "pyro_zoo.models"
 RESERVED = frozenset(GENERIC_ENGINES) | {"exact"}
 
@@ -61,6 +63,9 @@ class ModelEntry:
         @beta_bernoulli.posterior          # closed form: ground truth and the `exact` engine
         @three_coin.truth                  # ground truth only (quadrature, brute force)
         @three_coin.reference("em")        # a reference algorithm, returning plain data
+
+    Each of these companions names only the model parameters it uses; the entry stores it bound
+    to the model (:class:`~zoo.companions.Companion`), so it is called with the full data.
     """
 
     name: str
@@ -81,6 +86,32 @@ class ModelEntry:
     seed_ref: str = ""
     doc: str = ""
     _structure: ModelStructure | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        """Check the variants' model arguments and bind the companions to the model."""
+        params_of = inspect.signature(_callable("model", self.model)).parameters
+        takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params_of.values())
+        for eng, (_, _, fixed_data) in self.variants.items():
+            unknown = [k for k in fixed_data if k not in params_of and not takes_any]
+            if unknown:
+                raise ValueError(
+                    f"variant {eng!r} fixes {unknown}, which {self.name}() does not take"
+                )
+        if self.guide is not None:
+            self.guide = self._bind("guide", self.guide)
+        if self.ground_truth_fn is not None:
+            self.ground_truth_fn = self._bind("truth", self.ground_truth_fn)
+        if self.posterior_fn is not None:
+            self.posterior_fn = self._bind("posterior", self.posterior_fn)
+        self.references = {
+            k: self._bind(f"reference engine {k!r}", f, options=True)
+            for k, f in self.references.items()
+        }
+
+    def _bind(self, what: str, fn: Any, *, options: bool = False) -> Companion:
+        """``fn`` as a companion of this model: a clear error if it names a parameter the model
+        does not take."""
+        return Companion(fn, self.model, f"the {what} of model {self.name!r}", options=options)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.model(*args, **kwargs)
@@ -104,20 +135,20 @@ class ModelEntry:
 
     # ------------------------------------------------------------ decorators
     def set_guide(self, fn: Callable[..., Any]) -> Callable[..., Any]:
-        """Decorator: the model's hand-written guide (same arguments as the model)."""
-        self.guide = _callable("guide", fn)
+        """Decorator: the model's hand-written guide, taking the model parameters it names."""
+        self.guide = self._bind("guide", fn)
         return fn
 
     def posterior(self, fn: Callable[..., Any]) -> Callable[..., Any]:
-        """Decorator: the closed-form posterior, ``fn(**data) -> ({site: distribution},
-        log_evidence)``. It gives both the ground truth and the ``exact`` engine."""
-        self.posterior_fn = _callable("posterior", fn)
+        """Decorator: the closed-form posterior, ``fn(<parameters it names>) -> ({site:
+        distribution}, log_evidence)``. It gives both the ground truth and the ``exact`` engine."""
+        self.posterior_fn = self._bind("posterior", fn)
         return fn
 
     def truth(self, fn: Callable[..., Any]) -> Callable[..., Any]:
-        """Decorator: the ground truth, ``fn(**data) -> GroundTruth | None``, for a model whose
-        exact answer is not a closed-form distribution (quadrature, brute force)."""
-        self.ground_truth_fn = _callable("truth", fn)
+        """Decorator: the ground truth, ``fn(<parameters it names>) -> GroundTruth | None``, for a
+        model whose exact answer is not a closed-form distribution (quadrature, brute force)."""
+        self.ground_truth_fn = self._bind("truth", fn)
         return fn
 
     def synthetic(self, fn: Callable[[int], Any]) -> Callable[[int], Any]:
@@ -127,13 +158,13 @@ class ModelEntry:
         return fn
 
     def reference(self, engine: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-        """Decorator: a reference algorithm registered as engine ``engine``. It takes the model's
-        keyword arguments plus keyword-only options and returns an ``Estimate``, ``Draws`` or
+        """Decorator: a reference algorithm registered as engine ``engine``. It takes the model
+        parameters it names plus keyword-only options and returns an ``Estimate``, ``Draws`` or
         ``Factors``."""
         _check_reference_name(engine)
 
         def add(fn: Callable[..., Any]) -> Callable[..., Any]:
-            self.references[engine] = _callable(f"reference engine {engine!r}", fn)
+            self.references[engine] = self._bind(f"reference engine {engine!r}", fn, options=True)
             return fn
 
         return add
@@ -267,9 +298,24 @@ class ModelEntry:
         )
 
 
+EXPECTED = {
+    "model": "the Pyro model, a function of the data's keyword arguments",
+    "guide": "a Pyro guide, a function of the model's arguments",
+    "posterior": "a function (**data) -> ({site: distribution}, log_evidence)",
+    "ground_truth": "a function (**data) -> GroundTruth",
+    "truth": "a function (**data) -> GroundTruth",
+    "synthetic": "a function seed -> (data, true_values)",
+}
+REFERENCE = "a function (**data, *, options) -> Estimate, Draws or Factors"
+
+
 def _callable(what: str, fn: Any) -> Any:
+    """``fn`` if callable, else a ValueError naming the argument and what it should be."""
     if not callable(fn):
-        raise ValueError(f"{what} must be a function, got {type(fn).__name__}")
+        shown = repr(fn) if len(repr(fn)) <= 60 else repr(fn)[:57] + "..."
+        raise ValueError(
+            f"{what} must be {EXPECTED.get(what, REFERENCE)}; got {type(fn).__name__} {shown}"
+        )
     return fn
 
 
@@ -310,9 +356,10 @@ def register(
     returns the entry, whose decorators add the guide, posterior, truth and reference engines.
 
     ``data``: a dict of keyword arguments for the model, or a function ``seed -> dict``.
-    ``ground_truth``: ``fn(**data) -> GroundTruth``; ``posterior``: ``fn(**data) -> ({site:
-    distribution}, log_evidence)``; ``references``: engine name -> ``fn(**data, **options)``
-    returning plain data (see :mod:`inference.outputs`). ``engines`` restricts the generic
+    ``guide``, ``ground_truth`` (``-> GroundTruth``), ``posterior`` (``-> ({site: distribution},
+    log_evidence)``) and ``references`` (engine name -> function with keyword-only options,
+    returning plain data, see :mod:`inference.outputs`) take only the model parameters they name;
+    the model's defaults fill in what the data leaves out. ``engines`` restricts the generic
     engines (default: every one that applies). ``variants`` names a generic engine with fixed
     options as an engine of its own, so one comparison can hold several
     (``{"svi_fullrank": ("svi", {"guide": "mvn"})}``); a third element fixes model arguments,
@@ -347,14 +394,6 @@ def register(
     checked_variants = {eng: _check_variant(eng, v) for eng, v in (variants or {}).items()}
 
     def make(fn: Callable[..., Any], entry_name: str) -> ModelEntry:
-        params_of = inspect.signature(fn).parameters
-        takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params_of.values())
-        for eng, (_, _, fixed_data) in checked_variants.items():
-            unknown = [k for k in fixed_data if k not in params_of and not takes_any]
-            if unknown:
-                raise ValueError(
-                    f"variant {eng!r} fixes {unknown}, which {entry_name}() does not take"
-                )
         entry = ModelEntry(
             name=entry_name,
             model=_callable("model", fn),

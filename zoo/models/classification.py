@@ -208,7 +208,7 @@ def _label_marginals(log_w: np.ndarray, labellings: np.ndarray, C: int) -> Label
     # 3% acceptance after 5000 + 5000 steps)
     engine_options={
         "svi": {"num_steps": 2000, "lr": 0.05},
-        "nuts": {"num_samples": 500, "warmup": 500, "jit": True},
+        "nuts": {"num_samples": 500, "warmup": 500},
     },
     seed_ref="002 §1.1 (L293–339)",
 )
@@ -269,17 +269,7 @@ def naive_bayes(
 
 
 @naive_bayes.set_guide
-def _(
-    X: torch.Tensor,
-    y: torch.Tensor,
-    X_new: torch.Tensor,
-    C: int = 3,
-    alpha: float = 1.0,
-    m0: float = 3.0,
-    kappa0: float = 0.01,
-    a0: float = 1.0,
-    b0: float = 0.09,
-) -> None:
+def _(X: torch.Tensor, y: torch.Tensor, C: int, alpha: float) -> None:
     """Mean-field factors in the conjugate families: q(pi) Dirichlet, q(tau_cj) Gamma,
     q(mu_cj) Normal (the exact Normal–Gamma couples mu and tau; this factorisation makes mu's sd
     too small by a factor about sqrt((a_n - 1) / a_n)). label_new is enumerated in the model.
@@ -302,12 +292,12 @@ def _(
     X: torch.Tensor,
     y: torch.Tensor,
     X_new: torch.Tensor,
-    C: int = 3,
-    alpha: float = 1.0,
-    m0: float = 3.0,
-    kappa0: float = 0.01,
-    a0: float = 1.0,
-    b0: float = 0.09,
+    C: int,
+    alpha: float,
+    m0: float,
+    kappa0: float,
+    a0: float,
+    b0: float,
 ) -> tuple[dict, float]:
     """Exact per-site marginals (mixtures over the new flowers' labellings of the conjugate
     Student-t mu, Gamma tau, Dirichlet pi) and log p(y, X, X_new)."""
@@ -383,7 +373,7 @@ def _(seed: int) -> tuple[dict[str, Any], dict[str, Any]]:
     params=("pi", "theta"),
     engine_options={
         "svi": {"num_steps": 2000, "lr": 0.05},
-        "nuts": {"num_samples": 500, "warmup": 500, "jit": True},
+        "nuts": {"num_samples": 500, "warmup": 500},
     },
     seed_ref="002 §1.1 (L323–339, Algorithm 1)",
 )
@@ -426,15 +416,7 @@ def naive_bayes_bernoulli(
 
 
 @naive_bayes_bernoulli.set_guide
-def _(
-    X: torch.Tensor,
-    y: torch.Tensor,
-    X_new: torch.Tensor,
-    C: int = 3,
-    alpha: float = 1.0,
-    a: float = 1.0,
-    b: float = 1.0,
-) -> None:
+def _(X: torch.Tensor, C: int) -> None:
     """q(pi) Dirichlet, q(theta_cj) Beta: the conjugate families (exact up to the small mixture
     over the new flower's class). label_new is enumerated in the model."""
     D = X.shape[1]
@@ -447,13 +429,7 @@ def _(
 
 @naive_bayes_bernoulli.posterior
 def _(
-    X: torch.Tensor,
-    y: torch.Tensor,
-    X_new: torch.Tensor,
-    C: int = 3,
-    alpha: float = 1.0,
-    a: float = 1.0,
-    b: float = 1.0,
+    X: torch.Tensor, y: torch.Tensor, X_new: torch.Tensor, C: int, alpha: float, a: float, b: float
 ) -> tuple[dict, float]:
     """Exact per-site marginals (mixtures over labellings of Beta theta, Dirichlet pi)."""
     log_w, p, labellings, log_z = _labelled_posterior(

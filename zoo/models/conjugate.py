@@ -43,7 +43,7 @@ def beta_bernoulli(y: torch.Tensor, a: float = 1.0, b: float = 1.0) -> None:
 
 
 @beta_bernoulli.set_guide
-def _(y: torch.Tensor, a: float = 1.0, b: float = 1.0) -> None:
+def _(a: float, b: float) -> None:
     """q(p) = Beta(alpha, beta): the conjugate family, so the optimum is the exact posterior."""
     alpha = pyro.param("q_alpha", torch.tensor(float(a)), constraint=constraints.positive)
     beta = pyro.param("q_beta", torch.tensor(float(b)), constraint=constraints.positive)
@@ -51,7 +51,7 @@ def _(y: torch.Tensor, a: float = 1.0, b: float = 1.0) -> None:
 
 
 @beta_bernoulli.posterior
-def _(y: torch.Tensor, a: float = 1.0, b: float = 1.0) -> tuple[dict, float]:
+def _(y: torch.Tensor, a: float, b: float) -> tuple[dict, float]:
     """Beta(a + k, b + N - k) and log p(y) = log B(a + k, b + N - k) - log B(a, b)."""
     k, n = float(y.sum()), len(y)
     return {"p": dist.Beta(a + k, b + n - k)}, float(betaln(a + k, b + n - k) - betaln(a, b))
@@ -123,13 +123,13 @@ def gamma_poisson(counts: torch.Tensor, a: float = 2.0, b: float = 1.0) -> None:
 
 
 @gamma_poisson.set_guide
-def _(counts: torch.Tensor, a: float = 2.0, b: float = 1.0) -> None:
+def _(a: float, b: float) -> None:
     """q(rate) = Gamma: the conjugate family, so its optimum is the exact posterior."""
     gamma_factor("rate", a / b, a)
 
 
 @gamma_poisson.posterior
-def _(counts: torch.Tensor, a: float = 2.0, b: float = 1.0) -> tuple[dict, float]:
+def _(counts: torch.Tensor, a: float, b: float) -> tuple[dict, float]:
     """Gamma(a + S, b + N) and the negative-binomial log evidence."""
     s, n = float(counts.sum()), len(counts)
     log_z = (
@@ -181,7 +181,7 @@ def normal_normal(x: torch.Tensor, mu0: float = 0.0, tau0: float = 1.0, sigma: f
 
 
 @normal_normal.set_guide
-def _(x: torch.Tensor, mu0: float = 0.0, tau0: float = 1.0, sigma: float = 1.0) -> None:
+def _(mu0: float, tau0: float) -> None:
     """q(mu) = Normal(loc, scale): the posterior's family."""
     loc = pyro.param("q_loc", torch.tensor(float(mu0)))
     scale = pyro.param("q_scale", torch.tensor(float(tau0)), constraint=constraints.positive)
@@ -189,9 +189,7 @@ def _(x: torch.Tensor, mu0: float = 0.0, tau0: float = 1.0, sigma: float = 1.0) 
 
 
 @normal_normal.posterior
-def _(
-    x: torch.Tensor, mu0: float = 0.0, tau0: float = 1.0, sigma: float = 1.0
-) -> tuple[dict, float]:
+def _(x: torch.Tensor, mu0: float, tau0: float, sigma: float) -> tuple[dict, float]:
     """N(m_N, 1/p_N) and log N(x | mu0 1, sigma^2 I + tau0^2 1 1^T)."""
     n = len(x)
     mean, prec = normal_mean_update(mu0, tau0**-2, float(x.sum()), n, sigma**-2)
@@ -269,9 +267,7 @@ def normal_gamma(
 
 
 @normal_gamma.set_guide
-def _(
-    x: torch.Tensor, mu0: float = 0.0, kappa0: float = 1.0, a0: float = 2.0, b0: float = 1.0
-) -> None:
+def _(x: torch.Tensor, a0: float) -> None:
     """The seed's mean-field family (eq 81): q(mu) = Normal, q(tau) = Gamma, independent.
 
     Its optimum is the CAVI fixed point, which under-estimates Var(mu) (see the model). It
@@ -303,9 +299,7 @@ def normal_gamma_params(
 
 
 @normal_gamma.posterior
-def _(
-    x: torch.Tensor, mu0: float = 0.0, kappa0: float = 1.0, a0: float = 2.0, b0: float = 1.0
-) -> tuple[dict, float]:
+def _(x: torch.Tensor, mu0: float, kappa0: float, a0: float, b0: float) -> tuple[dict, float]:
     """Exact marginals tau ~ Gamma(a_N, b_N), mu ~ Student-t(2 a_N, mu_N, (b_N/(a_N kappa_N))^.5)
     and log p(x) = log G(a_N) - log G(a0) + a0 log b0 - a_N log b_N + 1/2 log(kappa0/kappa_N)
     - N/2 log(2 pi)."""
@@ -366,10 +360,10 @@ def normal_gamma_elbo(
 @normal_gamma.reference("cavi")
 def _(
     x: torch.Tensor,
-    mu0: float = 0.0,
-    kappa0: float = 1.0,
-    a0: float = 2.0,
-    b0: float = 1.0,
+    mu0: float,
+    kappa0: float,
+    a0: float,
+    b0: float,
     *,
     max_iter: int = 100,
     tol: float = 1e-10,
@@ -413,10 +407,10 @@ def _(
 @normal_gamma.reference("gibbs")
 def _(
     x: torch.Tensor,
-    mu0: float = 0.0,
-    kappa0: float = 1.0,
-    a0: float = 2.0,
-    b0: float = 1.0,
+    mu0: float,
+    kappa0: float,
+    a0: float,
+    b0: float,
     *,
     num_samples: int = 2000,
     warmup: int = 200,
@@ -555,7 +549,7 @@ def dirichlet_bigram(
 
 
 @dirichlet_bigram.set_guide
-def _(prev: torch.Tensor, word: torch.Tensor, num_words: int = 6, alpha: float = 1.0) -> None:
+def _(num_words: int, alpha: float) -> None:
     """q(theta_i) = Dirichlet(c_i) per row: the conjugate family, so the optimum is exact."""
     conc = pyro.param(
         "q_concentration",
@@ -567,9 +561,7 @@ def _(prev: torch.Tensor, word: torch.Tensor, num_words: int = 6, alpha: float =
 
 
 @dirichlet_bigram.posterior
-def _(
-    prev: torch.Tensor, word: torch.Tensor, num_words: int = 6, alpha: float = 1.0
-) -> tuple[dict, float]:
+def _(prev: torch.Tensor, word: torch.Tensor, num_words: int, alpha: float) -> tuple[dict, float]:
     """Rows Dirichlet(alpha + C[i, :]) and the Dirichlet–categorical log evidence."""
     counts = bigram_counts(prev, word, num_words)
     post = alpha + counts

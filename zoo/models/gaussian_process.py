@@ -55,7 +55,7 @@ def _noisy_sine(seed: int = 0) -> dict[str, torch.Tensor]:
     figures={"fit": {"x": "x", "y": "y", "mean": "f_mean", "sd": "f_sd"}},
     engine_options={
         "svi": {"num_steps": 1500, "lr": 0.05},
-        "nuts": {"num_samples": 500, "warmup": 500, "jit": True},
+        "nuts": {"num_samples": 500, "warmup": 500},
     },
     seed_ref="002 ch. 10 (L1937–2056), ch. 9 (L1852)",
 )
@@ -101,7 +101,7 @@ def gaussian_process(x: torch.Tensor, y: torch.Tensor) -> None:
 
 
 @gaussian_process.set_guide
-def _(x: torch.Tensor, y: torch.Tensor) -> None:
+def _() -> None:
     """Mean-field LogNormal factors for the three positive hyper-parameters."""
     start = {"lengthscale": 0.0, "variance": 0.0, "noise": float(np.log(0.3))}
     for name in HYPERS:

@@ -50,7 +50,7 @@ def three_coin(y: torch.Tensor) -> None:
 
 
 @three_coin.set_guide
-def _(y: torch.Tensor) -> None:
+def _() -> None:
     """Mean-field Beta factors for pi, p and q; z is enumerated exactly in the model."""
     for name in ("pi", "p", "q"):
         conc = pyro.param(
@@ -106,11 +106,6 @@ def _(
     )
 
 
-def _gauss_legendre(m: int) -> tuple[np.ndarray, np.ndarray]:
-    x, w = np.polynomial.legendre.leggauss(m)
-    return (x + 1) / 2, w / 2
-
-
 @three_coin.truth
 def _(y: torch.Tensor) -> zoo.GroundTruth | None:
     """Exact posterior under the uniform priors by tensor Gauss–Legendre quadrature.
@@ -124,7 +119,7 @@ def _(y: torch.Tensor) -> zoo.GroundTruth | None:
     m = n // 2 + 4
     if m**3 > 3_000_000:
         return None
-    x, w = _gauss_legendre(m)
+    x, w = zoo.gauss_legendre(m)
     pi, p, q = np.meshgrid(x, x, x, indexing="ij")
     s = pi * p + (1 - pi) * q
     log_w = np.log(w)[:, None, None] + np.log(w)[None, :, None] + np.log(w)[None, None, :]
@@ -292,7 +287,7 @@ def gmm_em_steps(
 @gaussian_mixture.reference("em")
 def _(
     y: torch.Tensor,
-    K: int = 2,
+    K: int,
     *,
     init: Mapping[str, Sequence[float]] | None = None,
     max_iter: int = 500,

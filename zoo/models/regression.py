@@ -1,26 +1,24 @@
 """Regression and classification: linear-Gaussian models (conjugate, ridge, recursive least
 squares), linear regression with unknown noise, robust (Student-t) regression and logistic
-regression with its Laplace approximation.
+regression.
 
 Shared here: the Gaussian posterior of linear weights under an isotropic prior (seed 002 §8.3),
 which is the closed form of both ``bayesian_linear_regression`` and ``ridge_map``; the full-rank
-Gaussian guide those two use; recursive least squares (seed 002 ch. 6); and a Laplace
-approximation of any model whose latent sites are real-valued.
+Gaussian guide those two use; and recursive least squares (seed 002 ch. 6). The Laplace
+approximation, which applies to any model with continuous latent sites, is the generic engine
+``laplace`` (inference/laplace.py).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 import pyro
 import pyro.distributions as dist
-import pyro.poutine as poutine
 import torch
 from pyro.distributions import constraints
-from pyro.poutine.util import site_is_subsample
 
 import zoo
 from datasets import load_breast_cancer, load_diabetes, standardise
@@ -153,69 +151,6 @@ def _mvn_guide(site: str, dim: int, init_scale: float) -> None:
     pyro.sample(site, dist.MultivariateNormal(loc, scale_tril=tril))
 
 
-def laplace_approximation(
-    neg_log_joint: Callable[[torch.Tensor], torch.Tensor],
-    init: torch.Tensor,
-    *,
-    max_iter: int = 100,
-    tol: float = 1e-12,
-) -> tuple[torch.Tensor, torch.Tensor, float, list[float]]:
-    """Laplace's approximation of a posterior over a real vector theta (seed 002 §7.1 engines)::
-
-        theta* = argmin U(theta),   U = -log p(y, theta)       (Newton's method, line search)
-        H      = d^2 U / d theta^2 at theta*                    (torch.autograd.functional)
-        p(theta | y) ~= N(theta*, H^-1)
-        log p(y) ~= -U(theta*) + (d / 2) log 2 pi - (1 / 2) log det H
-
-    Returns (theta*, H^-1, the log-evidence estimate, the trace of log p(y, theta) per Newton
-    step). Exact for a Gaussian posterior; a log-concave U (logistic regression under a Gaussian
-    prior) makes Newton's method converge from any start."""
-    theta = init.detach().clone()
-    u = neg_log_joint(theta).detach()
-    trace = [-float(u)]
-    for _ in range(max_iter):
-        x = theta.clone().requires_grad_(True)
-        (grad,) = torch.autograd.grad(neg_log_joint(x), x)
-        hess = torch.autograd.functional.hessian(neg_log_joint, theta)
-        step = torch.linalg.solve(hess, grad)
-        decrement = float(grad @ step)  # squared Newton decrement: 2 x the predicted decrease
-        t = 1.0
-        while True:  # backtracking (Armijo) line search
-            new = theta - t * step
-            u_new = neg_log_joint(new).detach()
-            if bool(u_new <= u - 1e-4 * t * decrement) or t < 1e-10:
-                break
-            t /= 2
-        theta, u = new.detach(), u_new
-        trace.append(-float(u))
-        if decrement / 2 < tol:
-            break
-    hess = torch.autograd.functional.hessian(neg_log_joint, theta)
-    cov = torch.cholesky_inverse(torch.linalg.cholesky(hess))
-    d = theta.numel()
-    log_z = -float(u) + 0.5 * d * math.log(2 * math.pi) - 0.5 * float(torch.logdet(hess))
-    return theta, (cov + cov.T) / 2, log_z, trace
-
-
-def model_neg_log_joint(
-    model: Callable[..., Any], data: Mapping[str, Any], shapes: Mapping[str, tuple[int, ...]]
-) -> Callable[[torch.Tensor], torch.Tensor]:
-    """-log p(y, theta) of a Pyro model as a function of one flat vector theta holding its
-    real-valued latent sites (``shapes``: site -> shape, in order). Built from the model itself,
-    so a Laplace approximation never restates the model's mathematics."""
-
-    def fn(theta: torch.Tensor) -> torch.Tensor:
-        values, i = {}, 0
-        for site, shape in shapes.items():
-            n = int(np.prod(shape))
-            values[site] = theta[i : i + n].reshape(shape)
-            i += n
-        trace = poutine.trace(poutine.condition(model, data=values)).get_trace(**data)
-        return -trace.log_prob_sum()
-
-    return fn
-
-
 # ------------------------------------------------------------------ bayesian_linear_regression
 
 
@@ -274,7 +209,7 @@ def bayesian_linear_regression(
 
 
 @bayesian_linear_regression.set_guide
-def _(X: torch.Tensor, y: torch.Tensor, sigma: float = 0.3, tau: float = 5.0) -> None:
+def _(X: torch.Tensor) -> None:
     """Full-rank Gaussian q(beta) = N(m, L L^T): the posterior's own family (exact optimum)."""
     _mvn_guide("beta", X.shape[1], 0.1)
 
@@ -290,18 +225,13 @@ def gaussian_closed_form(
 
 
 @bayesian_linear_regression.posterior
-def _(X: torch.Tensor, y: torch.Tensor, sigma: float = 0.3, tau: float = 5.0) -> tuple[dict, float]:
+def _(X: torch.Tensor, y: torch.Tensor, sigma: float, tau: float) -> tuple[dict, float]:
     return gaussian_closed_form(X, y, sigma, tau)
 
 
 @bayesian_linear_regression.reference("rls")
 def _(
-    X: torch.Tensor,
-    y: torch.Tensor,
-    sigma: float = 0.3,
-    tau: float = 5.0,
-    *,
-    shuffle: bool = False,
+    X: torch.Tensor, y: torch.Tensor, sigma: float, tau: float, *, shuffle: bool = False
 ) -> zoo.Estimate:
     """Recursive least squares (seed 002 ch. 6) from the prior: theta_0 = 0, P_0 = tau^2 I,
     R = sigma^2, one observation at a time (``shuffle``: in a random order; same answer)."""
@@ -375,7 +305,7 @@ def linear_regression(
 
 
 @linear_regression.set_guide
-def _(X: torch.Tensor, y: torch.Tensor, tau: float = 5.0, sigma_scale: float = 1.0) -> None:
+def _(X: torch.Tensor) -> None:
     """q(beta) full-rank Gaussian (beta | sigma is Gaussian, with correlated coordinates),
     q(sigma) log-normal (a positive scale, near-Gaussian on the log scale for large N)."""
     _mvn_guide("beta", X.shape[1], 0.1)
@@ -441,25 +371,20 @@ def ridge_map(X: torch.Tensor, y: torch.Tensor, sigma: float = 0.5, tau: float =
 
 
 @ridge_map.set_guide
-def _(X: torch.Tensor, y: torch.Tensor, sigma: float = 0.5, tau: float = 1.0) -> None:
+def _(X: torch.Tensor) -> None:
     """Full-rank Gaussian q(beta): the posterior's own family; its mean is the MAP (ridge)."""
     _mvn_guide("beta", X.shape[1], 0.1)
 
 
 @ridge_map.posterior
-def _(X: torch.Tensor, y: torch.Tensor, sigma: float = 0.5, tau: float = 1.0) -> tuple[dict, float]:
+def _(X: torch.Tensor, y: torch.Tensor, sigma: float, tau: float) -> tuple[dict, float]:
     """N(mu_n, Sigma_n) with mu_n the ridge solution, lambda = sigma^2 / tau^2."""
     return gaussian_closed_form(X, y, sigma, tau)
 
 
 @ridge_map.reference("ridge")
 def _(
-    X: torch.Tensor,
-    y: torch.Tensor,
-    sigma: float = 0.5,
-    tau: float = 1.0,
-    *,
-    form: str = "dual",
+    X: torch.Tensor, y: torch.Tensor, sigma: float, tau: float, *, form: str = "dual"
 ) -> zoo.Estimate:
     """The ridge solution with lambda = sigma^2 / tau^2 (seed 002 §5.4): the MAP, by the dual
     (default; an n x n solve) or the primal form (a d x d solve)."""
@@ -543,7 +468,7 @@ def robust_regression(
 
 
 @robust_regression.set_guide
-def _(x: torch.Tensor, y: torch.Tensor, nu: float = 4.0, likelihood: str = "student") -> None:
+def _() -> None:
     """Mean-field: Normal intercept and slope (x is near-centred, so they are near-independent),
     log-normal sigma."""
     for site in ("intercept", "slope"):
@@ -594,10 +519,11 @@ def logistic_regression(
 
           alpha, beta ----> [y_n] <---- x_n      n = 1..N
 
-    No closed form: long NUTS is the reference; the ``laplace`` engine is N(MAP, H^-1) with H
-    the Hessian of -log p(y, alpha, beta). The MAP is L2-penalised logistic regression:
-    scikit-learn's ``LogisticRegression(C=prior_sd^2, fit_intercept=False)`` on the design
-    [X, c 1] with c = intercept_sd / prior_sd (its penalty ||w||^2 / 2 on that column's weight w
+    No closed form: long NUTS is the reference; the generic ``laplace`` engine is N(MAP, H^-1)
+    with H the Hessian of -log p(y, alpha, beta) (every site is real: no Jacobian). The MAP is
+    L2-penalised logistic regression: scikit-learn's
+    ``LogisticRegression(C=prior_sd^2, fit_intercept=False)`` on the design [X, c 1] with
+    c = intercept_sd / prior_sd (its penalty ||w||^2 / 2 on that column's weight w
     is alpha^2 / (2 intercept_sd^2) with alpha = c w), i.e. exactly these priors.
     Default data: scikit-learn breast cancer, 569 tumours x 30 standardised features.
     """
@@ -611,7 +537,7 @@ def logistic_regression(
 
 
 @logistic_regression.set_guide
-def _(X: torch.Tensor, y: torch.Tensor, prior_sd: float = 1.0, intercept_sd: float = 5.0) -> None:
+def _(X: torch.Tensor) -> None:
     """Full-rank Gaussian over (alpha, beta) jointly: the weights of correlated features are
     correlated a posteriori, and so is the intercept with them (the likelihood weights
     p (1 - p) un-centre the features; a separate q(alpha) under-states alpha's sd by ~40%).
@@ -624,77 +550,6 @@ def _(X: torch.Tensor, y: torch.Tensor, prior_sd: float = 1.0, intercept_sd: flo
     )
     pyro.sample("alpha", dist.Delta(theta[..., 0]))
     pyro.sample("beta", dist.Delta(theta[..., 1:], event_dim=1))
-
-
-@logistic_regression.reference("laplace")
-def _(
-    X: torch.Tensor,
-    y: torch.Tensor,
-    prior_sd: float = 1.0,
-    intercept_sd: float = 5.0,
-    *,
-    max_iter: int = 100,
-    tol: float = 1e-12,
-) -> zoo.Factors:
-    """Laplace approximation: N(MAP, H^-1) by Newton's method on -log p(y, alpha, beta); the
-    evidence estimate -U(MAP) + (d/2) log 2 pi - (1/2) log det H."""
-    data = {"X": X, "y": y, "prior_sd": prior_sd, "intercept_sd": intercept_sd}
-    return laplace_factors(logistic_regression.model, data, max_iter=max_iter, tol=tol)
-
-
-def _is_real(support: Any) -> bool:
-    while isinstance(support, constraints.independent):
-        support = support.base_constraint
-    return support is constraints.real
-
-
-def laplace_factors(
-    model: Callable[..., Any], data: Mapping[str, Any], *, max_iter: int = 100, tol: float = 1e-12
-) -> zoo.Factors:
-    """The Laplace approximation of a model whose latent sites are all real-valued, as Factors:
-    each site's marginal of the joint N(MAP, H^-1) (computed in float64, from the model's own
-    log density). ``extras`` hold the joint mode and covariance (sites in model order)."""
-    return zoo.in_float64(
-        lambda **data64: _laplace(model, data64, max_iter=max_iter, tol=tol), data
-    )
-
-
-def _laplace(
-    model: Callable[..., Any], data: Mapping[str, Any], *, max_iter: int, tol: float
-) -> zoo.Factors:
-    with torch.no_grad(), pyro.validation_enabled(False):
-        prior = poutine.trace(model).get_trace(**data)
-    latent = {
-        name: site
-        for name, site in prior.nodes.items()
-        if site["type"] == "sample" and not site["is_observed"] and not site_is_subsample(site)
-    }
-    bounded = [n for n, site in latent.items() if not _is_real(site["fn"].support)]
-    if bounded:
-        raise zoo.ZooError(f"Laplace needs real-valued sites; {bounded} are not")
-    shapes = {name: tuple(site["value"].shape) for name, site in latent.items()}
-    sizes = [int(np.prod(s)) for s in shapes.values()]
-    fn = model_neg_log_joint(model, data, shapes)
-    mode, cov, log_z, trace = laplace_approximation(
-        fn, torch.zeros(sum(sizes)), max_iter=max_iter, tol=tol
-    )
-    dists, start = {}, 0
-    for (site, shape), n in zip(shapes.items(), sizes, strict=True):
-        m, c = mode[start : start + n], cov[start : start + n, start : start + n]
-        if shape == ():
-            dists[site] = dist.Normal(m[0], c[0, 0].sqrt())
-        elif len(shape) == 1:
-            dists[site] = dist.MultivariateNormal(m, covariance_matrix=c)
-        else:
-            dists[site] = dist.Normal(m.reshape(shape), c.diagonal().sqrt().reshape(shape))
-        start += n
-    return zoo.Factors(
-        dists,
-        traces={"log_joint": trace},
-        log_evidence=log_z,
-        evidence_kind="estimate",
-        extras={"mode": mode.numpy(), "cov": cov.numpy(), "sites": list(shapes)},
-    )
 
 
 @logistic_regression.synthetic
