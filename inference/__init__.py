@@ -11,6 +11,7 @@ from .engines import (
     variant_spec,
 )
 from .outputs import Draws, Estimate, Factors
+from .quadrature import gauss_legendre
 from .reference import in_float64, truth_from_distributions
 from .replay import VectorisationWarning
 from .results import (
@@ -43,6 +44,7 @@ __all__ = [
     "in_float64",
     "check_options",
     "exact_spec",
+    "gauss_legendre",
     "inspect_model",
     "reference_spec",
     "truth_from_distributions",

@@ -22,7 +22,8 @@ import numpy as np
 from .context import EngineContext
 from .enumeration import enum_engine
 from .importance import PROPOSALS, importance_engine
-from .mcmc import hmc_engine, mh_engine, nuts_engine
+from .laplace import laplace_engine
+from .mcmc import chees_engine, hmc_engine, mh_engine, nuts_engine
 from .outputs import Factors
 from .reference import call_reference, in_float64, options_of, to_run
 from .results import Run, ZooError
@@ -39,21 +40,38 @@ POSITIVE_INTS = {
     "max_tree_depth",
     "max_steps",
     "fit_steps",
+    "starts",
 }
 NONNEGATIVE_INTS = {"warmup"}
 POSITIVE_FLOATS = {"lr", "tol", "trajectory_length", "target_accept"}
-CHOICES: dict[str, tuple[Any, ...]] = {"guide": GUIDES, "elbo": ELBOS, "proposal": PROPOSALS}
+CHOICES: dict[str, tuple[Any, ...]] = {
+    "guide": GUIDES,
+    "elbo": ELBOS,
+    "proposal": PROPOSALS,
+    "backend": ("zoo", "pyro"),
+}
+FLAGS_OR_AUTO = {"jit"}  # True, False or None (decide by the work)
+
+
+# What a model must have for a generic engine to apply to it.
+NEEDS = ("latent", "continuous", "all continuous", "continuous or guide", "discrete")
+# The work an engine does at each level: ``smoke``, ``quick`` and ``full`` are the report
+# profiles (zoo/profiles.py); ``check`` is the conformance suite's size (tests).
+BUDGETS = ("smoke", "check", "quick", "full")
 
 
 @dataclass(frozen=True)
 class EngineSpec:
-    """An engine: ``fn(ctx, **options) -> Run``, its options with defaults, one line of help."""
+    """An engine: ``fn(ctx, **options) -> Run``, its options with defaults, one line of help,
+    what a model needs for it (generic engines) and its budget at each level of :data:`BUDGETS`."""
 
     name: str
     fn: Callable[..., Run]
     summary: str
     defaults: Mapping[str, Any] = field(default_factory=dict)
     generic: bool = True
+    needs: str = "latent"
+    budgets: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def not_applicable(self, structure: ModelStructure, has_guide: bool) -> str | None:
         """None if the engine applies to a model of this structure, else the reason."""
@@ -62,33 +80,157 @@ class EngineSpec:
         s = structure
         if not s.latent:
             return "the model has no latent sites"
-        if s.nonenumerable and not (self.name == "svi" and has_guide):
+        if s.nonenumerable and not (self.needs == "continuous or guide" and has_guide):
             return f"discrete sites {list(s.nonenumerable)} have infinite support"
-        if self.name in ("nuts", "hmc", "mh") and not s.continuous:
+        if self.needs in ("continuous", "all continuous") and not s.continuous:
             return "the model has no continuous latent sites (use enum)"
-        if self.name == "svi" and not s.continuous and not has_guide:
+        if self.needs == "all continuous" and s.discrete:
+            return f"discrete latent sites {list(s.discrete)}: it needs every site continuous"
+        if self.needs == "continuous or guide" and not s.continuous and not has_guide:
             return "the model has no continuous latent sites for an autoguide, nor a guide"
-        if self.name == "enum" and not s.discrete:
+        if self.needs == "discrete" and not s.discrete:
             return "the model has no discrete latent sites"
         return None
 
 
-def _generic(name: str, fn: Callable[..., Run], summary: str) -> EngineSpec:
+def declare(
+    name: str,
+    fn: Callable[..., Run],
+    summary: str,
+    *,
+    needs: str,
+    budgets: Mapping[str, Mapping[str, Any]],
+    generic: bool = True,
+) -> EngineSpec:
+    """The one declaration of an engine: its options are ``fn``'s keyword-only parameters
+    (with their defaults); ``budgets`` may only set options it has."""
     params = inspect.signature(fn).parameters.values()
     defaults = {p.name: p.default for p in params if p.kind == p.KEYWORD_ONLY}
-    return EngineSpec(name, fn, summary, defaults)
+    if needs not in NEEDS:
+        raise ValueError(f"engine {name!r}: needs must be one of {NEEDS}, got {needs!r}")
+    for level, options in budgets.items():
+        if level not in BUDGETS:
+            raise ValueError(f"engine {name!r}: unknown budget {level!r} (levels: {BUDGETS})")
+        unknown = set(options) - set(defaults)
+        if unknown:
+            raise ValueError(f"engine {name!r}: budget {level!r} sets unknown {sorted(unknown)}")
+    return EngineSpec(name, fn, summary, defaults, generic, needs, budgets)
 
 
+_SAMPLER = "continuous"
 GENERIC_ENGINES: dict[str, EngineSpec] = {
-    "svi": _generic("svi", svi_engine, "stochastic variational inference"),
-    "nuts": _generic("nuts", nuts_engine, "No-U-Turn sampler, discrete sites enumerated"),
-    "hmc": _generic("hmc", hmc_engine, "Hamiltonian Monte Carlo, discrete sites enumerated"),
-    "mh": _generic("mh", mh_engine, "random-walk Metropolis–Hastings, adaptive proposal"),
-    "importance": _generic(
-        "importance", importance_engine, "self-normalised importance sampling, evidence estimate"
-    ),
-    "enum": _generic("enum", enum_engine, "exact enumeration of discrete sites"),
+    spec.name: spec
+    for spec in (
+        declare(
+            "svi",
+            svi_engine,
+            "stochastic variational inference",
+            needs="continuous or guide",
+            budgets={
+                "smoke": {"num_steps": 200, "num_samples": 200},
+                "check": {"num_steps": 300, "num_samples": 300},
+                "quick": {"num_steps": 1000, "num_samples": 500, "jit": True},
+                "full": {"num_steps": 3000, "num_samples": 2000, "jit": True},
+            },
+        ),
+        declare(
+            "nuts",
+            nuts_engine,
+            "No-U-Turn sampler, chains in lockstep, discrete sites enumerated",
+            needs=_SAMPLER,
+            budgets={
+                "smoke": {"num_samples": 50, "warmup": 50, "num_chains": 2},
+                "check": {"num_samples": 100, "warmup": 100, "num_chains": 1},
+                "quick": {"num_samples": 500, "warmup": 500, "num_chains": 4},
+                "full": {"num_samples": 1000, "warmup": 1000, "num_chains": 8},
+            },
+        ),
+        declare(
+            "chees",
+            chees_engine,
+            "ChEES-HMC, many chains, discrete sites enumerated",
+            needs=_SAMPLER,
+            budgets={
+                "smoke": {"num_samples": 50, "warmup": 50, "num_chains": 8},
+                "check": {"num_samples": 50, "warmup": 300, "num_chains": 16},
+                "quick": {"num_samples": 200, "warmup": 500, "num_chains": 32},
+                "full": {"num_samples": 500, "warmup": 1000, "num_chains": 64},
+            },
+        ),
+        declare(
+            "hmc",
+            hmc_engine,
+            "Hamiltonian Monte Carlo, discrete sites enumerated",
+            needs=_SAMPLER,
+            budgets={
+                "smoke": {"num_samples": 50, "warmup": 50, "num_chains": 2},
+                "check": {"num_samples": 100, "warmup": 100, "num_chains": 1},
+                "quick": {"num_samples": 500, "warmup": 500, "num_chains": 4},
+                "full": {"num_samples": 1000, "warmup": 1000, "num_chains": 8},
+            },
+        ),
+        declare(
+            "mh",
+            mh_engine,
+            "random-walk Metropolis–Hastings, adaptive proposal",
+            needs=_SAMPLER,
+            budgets={
+                "smoke": {"num_samples": 200, "warmup": 200, "num_chains": 2},
+                "check": {"num_samples": 1000, "warmup": 1000, "num_chains": 2},  # 2: R-hat
+                "quick": {"num_samples": 1000, "warmup": 1000, "num_chains": 2},
+                "full": {"num_samples": 5000, "warmup": 5000, "num_chains": 4},
+            },
+        ),
+        declare(
+            "importance",
+            importance_engine,
+            "self-normalised importance sampling, evidence estimate",
+            needs="latent",
+            budgets={
+                "smoke": {"num_samples": 1000, "fit_steps": 100},
+                "check": {"num_samples": 5000, "fit_steps": 1000},
+                "quick": {"num_samples": 5000, "fit_steps": 500},
+                "full": {"num_samples": 20000, "fit_steps": 2000},
+            },
+        ),
+        declare(
+            "laplace",
+            laplace_engine,
+            "Laplace approximation on the unconstrained space, evidence estimate",
+            needs="all continuous",
+            budgets={
+                "smoke": {"num_samples": 1000, "starts": 2},
+                "check": {"num_samples": 1000, "starts": 2},
+                "quick": {"num_samples": 4000, "starts": 4},
+                "full": {"num_samples": 10000, "starts": 8},
+            },
+        ),
+        declare(
+            "enum",
+            enum_engine,
+            "exact enumeration of discrete sites",
+            needs="discrete",
+            budgets={
+                "smoke": {"num_samples": 100},
+                "check": {"num_samples": 200, "map_steps": 200},
+                "quick": {"num_samples": 200},
+                "full": {"num_samples": 1000},
+            },
+        ),
+    )
 }
+# Budgets of the engines a model declares for itself (reference algorithms), by name.
+REFERENCE_BUDGETS: dict[str, dict[str, dict[str, Any]]] = {
+    "exact": {"smoke": {"num_samples": 1000}, "check": {"num_samples": 1000}},
+}
+
+
+def budget(engine: str, level: str) -> dict[str, Any]:
+    """The options of ``engine`` (generic or a reference engine named in
+    :data:`REFERENCE_BUDGETS`) at ``level``; {} where none is declared."""
+    if engine in GENERIC_ENGINES:
+        return dict(GENERIC_ENGINES[engine].budgets.get(level, {}))
+    return dict(REFERENCE_BUDGETS.get(engine, {}).get(level, {}))
 
 
 def reference_spec(name: str, fn: Callable[..., Any]) -> EngineSpec:
@@ -110,7 +252,7 @@ def variant_spec(
     """A generic engine with some options fixed, as an engine of its own (``svi_fullrank``).
 
     ``data`` fixes model arguments too (``{"likelihood": "gaussian"}``): the variant then runs a
-    different model, and its Run says so in ``extras["model_data"]`` (a report never takes it as
+    different model, and its Run says so in ``Run.model_data`` (a report never takes it as
     the reference for the model's own posterior)."""
     data = dict(data or {})
 
@@ -119,7 +261,7 @@ def variant_spec(
             ctx = dataclasses.replace(ctx, data={**ctx.data, **data})
         result = base.fn(ctx, **{**fixed, **options})
         if data:
-            result.extras["model_data"] = dict(data)
+            result = dataclasses.replace(result, model_data=dict(data))
         return result
 
     shown = ", ".join(f"{k}={v!r}" for k, v in {**fixed, **data}.items())
@@ -160,6 +302,9 @@ def check_options(spec: EngineSpec, options: Mapping[str, Any]) -> dict[str, Any
             isinstance(value, bool) or not isinstance(value, numbers.Real) or not value > 0
         ):
             raise ZooError(f"option {key!r} must be a positive number, got {value!r}")
+        auto = key in FLAGS_OR_AUTO and defaults[key] is None
+        if auto and value is not None and not isinstance(value, bool):
+            raise ZooError(f"option {key!r} must be True, False or None (auto), got {value!r}")
         if key in CHOICES and value is not None and value not in CHOICES[key]:
             raise ZooError(f"option {key!r} must be one of {list(CHOICES[key])}, got {value!r}")
         _like_default(key, value, defaults[key])

@@ -19,7 +19,7 @@ from tqdm.auto import tqdm
 from .context import EngineContext
 from .discrete import enumerated
 from .results import NumericalFailure
-from .structure import init_strategy
+from .structure import fit_init
 
 AUTOGUIDES: dict[str, Callable[..., Any]] = {
     "normal": ag.AutoNormal,
@@ -35,10 +35,10 @@ def autoguide(ctx: EngineContext, name: str) -> Callable[..., Any]:
     hidden = ctx.structure.discrete
     blocked = poutine.block(ctx.model, hide=list(hidden)) if hidden else ctx.model
     if name == "delta":
-        return ag.AutoDelta(blocked, init_loc_fn=init_strategy)
+        return ag.AutoDelta(blocked, init_loc_fn=fit_init)
     if name == "flow":
         return ag.AutoIAFNormal(blocked)
-    return AUTOGUIDES[name](blocked, init_loc_fn=init_strategy)
+    return AUTOGUIDES[name](blocked, init_loc_fn=fit_init)
 
 
 @contextlib.contextmanager

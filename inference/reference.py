@@ -1,7 +1,8 @@
 """Model-specific reference engines (``exact``, ``em``, ``gibbs``, ``cavi``, ...): a model's own
 algorithm returns plain data (:mod:`inference.outputs`); this module turns it into a Run.
 
-A reference function takes the model's keyword arguments (its data) plus keyword-only options,
+A reference function is called with the model's keyword arguments (its data) plus keyword-only
+options (the registry binds it so that the function itself names only the parameters it uses),
 and returns an :class:`Estimate`, :class:`Draws` or :class:`Factors`. The runner times and seeds
 it; a function that declares a ``progress`` keyword also gets the progress flag.
 """
@@ -20,6 +21,7 @@ from .arviz_io import make_run, mcmc_convergence
 from .context import EngineContext
 from .outputs import Draws, Estimate, Factors, Output
 from .results import Evidence, GroundTruth, Run
+from .runtime import default_dtype
 
 RUNNER_OPTIONS = ("seed", "progress")
 
@@ -103,6 +105,7 @@ def to_run(engine: str, out: Output, ctx: EngineContext, *, num_samples: int = 4
             evidence=evidence,
             traces=traces,
             exact_moments=exact,
+            closed_form=True,
             extras={"distributions": dict(out.dists), **out.extras},
         )
     raise TypeError(
@@ -115,16 +118,16 @@ def to_run(engine: str, out: Output, ctx: EngineContext, *, num_samples: int = 4
 def in_float64(fn: Callable[..., Any], data: Mapping[str, Any]) -> Any:
     """``fn(**data)`` with floating tensors in double precision and float64 as torch's default
     dtype (restored afterwards): closed forms are exact to the last digit, not to float32's."""
-    before = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    try:
-        doubled = {
-            k: v.double() if isinstance(v, torch.Tensor) and v.is_floating_point() else v
-            for k, v in data.items()
-        }
-        return fn(**doubled)
-    finally:
-        torch.set_default_dtype(before)
+    with default_dtype(torch.float64):
+        return fn(**as_dtype(data, torch.float64))
+
+
+def as_dtype(data: Mapping[str, Any], dtype: torch.dtype) -> dict[str, Any]:
+    """``data`` with its floating tensors cast to ``dtype`` (everything else as it is)."""
+    return {
+        k: v.to(dtype) if isinstance(v, torch.Tensor) and v.is_floating_point() else v
+        for k, v in data.items()
+    }
 
 
 def marginal_density(d: Any) -> Callable[[np.ndarray], np.ndarray] | None:

@@ -12,27 +12,19 @@ import numpy as np
 import pytest
 
 import zoo
+from inference.engines import GENERIC_ENGINES, REFERENCE_BUDGETS, budget
 
-SMOKE = {
-    "svi": {"num_steps": 300, "num_samples": 300},
-    "nuts": {"num_samples": 100, "warmup": 100, "num_chains": 1},
-    "hmc": {"num_samples": 100, "warmup": 100, "num_chains": 1},
-    "mh": {"num_samples": 1000, "warmup": 1000, "num_chains": 2},  # 2 chains: R-hat
-    "importance": {"num_samples": 5000, "fit_steps": 1000},
-    "enum": {"num_samples": 200, "map_steps": 200},
-    "exact": {"num_samples": 1000},
-}
-# Hamiltonian cells that cost half a minute to minutes even at smoke size (the first four
-# enumerate discrete sites at every gradient: 4-8 min per cell on 2 shared cores): the slow run
-# takes them; by default their models' own tests run NUTS against the truth
-# (test_gaussian_mixture, test_naive_bayes, test_eight_schools, test_regression).
+# Sizes: each engine's "check" budget, declared with the engine (inference/engines.py).
+SMOKE = {name: budget(name, "check") for name in [*GENERIC_ENGINES, *REFERENCE_BUDGETS]}
+# Hamiltonian cells that still cost about a minute at smoke size on 2 shared cores (naive Bayes
+# enumerates the two new flowers' labels at every gradient; the mixture's HMC runs long fixed
+# trajectories): the slow run takes them, and their models' own tests run NUTS against the truth
+# (test_gaussian_mixture, test_naive_bayes).
 SLOW_CELLS = {
-    ("gaussian_mixture", "nuts"),
+    ("eight_schools", "chees"),  # 45 s: the funnel shrinks the shared step size
     ("gaussian_mixture", "hmc"),
     ("naive_bayes", "nuts"),
     ("naive_bayes", "hmc"),
-    ("linear_regression", "hmc"),  # 35 s: 10 collinear features, long trajectories
-    ("eight_schools", "nuts"),  # 27 s: the funnel; test_eight_schools samples it
 }
 # Cells where the sampler is known not to mix at any size the suite can afford. The run must
 # still be ok and say so itself (R-hat over 1.1), which the reports turn into a finding.
@@ -40,6 +32,14 @@ NOT_MIXING = {
     # random-walk MH from a prior draw in 27 dimensions with posterior sds of 0.015 cm
     ("naive_bayes", "mh"): "27 dimensions, posterior sds 1/200 of the prior's",
 }
+# Cells where the engine must fail, and say why: the centred eight schools' density is unbounded
+# as tau -> 0 (the funnel), so it has no mode for a Laplace approximation.
+NO_RESULT = {("eight_schools", "laplace"): "no mode found"}
+# Engines whose error against the truth is the bias of an approximation, not Monte-Carlo noise:
+# Laplace's Gaussian on the unconstrained space misses a skewed posterior's mean by a fixed
+# amount that no number of draws shrinks, so Monte-Carlo tolerances do not apply to it (it is
+# exact on a Gaussian posterior: test_laplace). Its draws are checked for shape only.
+BIASED = {"laplace"}
 Z = 5.0  # Monte-Carlo z-score allowed for a mean
 SVI_SDS = 1.0  # a smoke-size SVI fit: its mean within this many posterior sds (optimiser error)
 
@@ -65,6 +65,9 @@ def smoke_options(entry: zoo.ModelEntry, engine: str) -> dict:
 def test_model_engine(model: str, engine: str) -> None:
     entry = zoo.get_model(model)
     run = zoo.run(entry, engine, seed=1, **smoke_options(entry, engine))
+    if (model, engine) in NO_RESULT:
+        assert not run.ok and NO_RESULT[model, engine] in run.error, run.error
+        return
     assert run.ok, run.error
     s = entry.structure
     post = run.idata.posterior
@@ -83,8 +86,14 @@ def test_model_engine(model: str, engine: str) -> None:
     if (model, engine) in NOT_MIXING:
         assert run.diagnostics["max_r_hat"] > 1.1, NOT_MIXING[model, engine]
         return
+    if run.status == "unreliable":
+        # the run says its own numbers cannot be used (importance weights with Pareto k > 0.7,
+        # as on the centred funnel at some seeds): that warning is the contract, not the means
+        assert run.caveat, "an unreliable run says why"
+        return
     truth = entry.ground_truth()
-    if truth is None or run.kind != "draws":
+    base = entry.variants[engine][0] if engine in entry.variants else engine
+    if truth is None or run.kind != "draws" or base in BIASED:
         return
     n_draws = post.sizes["chain"] * post.sizes["draw"]
     for row, (t_mean, t_sd) in truth.rows().items():

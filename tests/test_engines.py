@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from seeding import shifted
 
 import zoo
 from inference import inspect_model
@@ -25,10 +26,13 @@ def test_every_elbo_fits_the_conjugate_guide(elbo, particles):
         seed=0,
     )
     assert run.diagnostics["elbo_kind"] == elbo
-    se = BB.sd["p"] / np.sqrt(1000)
-    if particles == 1:  # the KL-optimal member of the conjugate family is the posterior
-        assert run.summary.loc["p", "mean"] == pytest.approx(BB.mean["p"], abs=4 * se + 0.02)
-        assert run.summary.loc["p", "sd"] == pytest.approx(BB.sd["p"], abs=0.025)
+    if particles == 1:
+        # The KL-optimal member of the conjugate family is the posterior; the fit's last iterate
+        # jitters around it. Over 6 seeds x 3 ELBOs the mean was up to 0.23 posterior sd off
+        # (0.03, against 0.004 of Monte-Carlo error in 1000 draws) and the sd up to 13% high
+        # (1000 steps do not quite finish shrinking it): bounds twice those.
+        assert abs(run.summary.loc["p", "mean"] - BB.mean["p"]) < 0.5 * BB.sd["p"]
+        assert run.summary.loc["p", "sd"] == pytest.approx(BB.sd["p"], rel=0.25)
     else:
         # Importance-weighted bounds are optimised by an over-dispersed proposal whose mean is
         # only weakly determined (the guide's gradient signal fades as particles grow: Rainforth
@@ -36,7 +40,14 @@ def test_every_elbo_fits_the_conjugate_guide(elbo, particles):
         # does guarantee is a good importance proposal: the evidence it estimates is right.
         assert abs(run.summary.loc["p", "mean"] - BB.mean["p"]) < 0.6 * BB.sd["p"]
         assert BB.sd["p"] - 0.01 < run.summary.loc["p", "sd"] < 1.6 * BB.sd["p"]
-        assert run.diagnostics["is_log_evidence"] == pytest.approx(BB.log_evidence, abs=0.02)
+        # ... within its Monte-Carlo error: log weights of a proposal KL nats from the posterior
+        # have variance about 2 KL, so the estimate's relative variance is (e^(2 KL) - 1) / n.
+        # KL is the run's ELBO gap (0.15-0.41 for iwae, 0-0.03 for renyi over 8 seeds), itself
+        # an estimate: taken as at least 0.05. A fixed 0.02 was missed by 0.037 at seed 16
+        # (iwae, KL 0.18: 1.8 standard errors).
+        kl = max(BB.log_evidence - run.log_evidence, 0.05)
+        tol = 4 * np.sqrt(np.expm1(2 * kl) / 1000)
+        assert run.diagnostics["is_log_evidence"] == pytest.approx(BB.log_evidence, abs=tol)
     assert run.log_evidence <= BB.log_evidence + 4 * 0.01
 
 
@@ -89,7 +100,7 @@ def test_vectorised_helpers_equal_the_per_draw_ones(name):
     entry = zoo.get_model(name)
     data, s = entry.load_data(), entry.structure
     n = 7
-    torch.manual_seed(0)
+    torch.manual_seed(shifted(0))
     with torch.no_grad():
         prior = pyro.poutine.trace(batched(entry.model, n, -2)).get_trace(**data)
     draws = {k: prior.nodes[k]["value"].reshape((n,) + s.shapes[k]) for k in s.continuous}
@@ -103,13 +114,18 @@ def test_vectorised_helpers_equal_the_per_draw_ones(name):
 
 @pytest.mark.parametrize("proposal", ["prior", "model", "mvn"])
 def test_importance_evidence_on_beta_bernoulli(proposal):
-    """Self-normalised importance sampling: log evidence within 0.05 nats of the exact one,
-    weighted moments within their Monte-Carlo error, ESS and Pareto k reported."""
-    run = zoo.run("beta_bernoulli", "importance", proposal=proposal, num_samples=4000, seed=2)
+    """Self-normalised importance sampling: log evidence and weighted moments within their
+    Monte-Carlo error, ESS and Pareto k reported."""
+    n = 4000
+    run = zoo.run("beta_bernoulli", "importance", proposal=proposal, num_samples=n, seed=2)
     assert run.evidence.kind == "estimate"
-    assert run.log_evidence == pytest.approx(BB.log_evidence, abs=0.05)
     ess = run.diagnostics["ess"]
-    assert 10 < ess <= 4000 and np.isfinite(run.diagnostics["pareto_k"])
+    assert 10 < ess <= n and np.isfinite(run.diagnostics["pareto_k"])
+    # the estimate is log of a mean of n weights: its relative variance is Var(w) / (n E[w]^2)
+    # = 1/ESS - 1/n (Kish's ESS; the weights are bounded here). 5 standard errors: the prior
+    # proposal (ESS ~1850) gets 0.085 nats, where a fixed 0.05 was 2.9 of them
+    tol = 5 * np.sqrt(max(1 / ess - 1 / n, 0.0))
+    assert run.log_evidence == pytest.approx(BB.log_evidence, abs=tol)
     se = BB.sd["p"] / np.sqrt(ess)
     assert run.summary.loc["p", "mean"] == pytest.approx(BB.mean["p"], abs=5 * se)
     assert run.idata.posterior["p"].shape == (1, 4000)
@@ -139,8 +155,8 @@ def test_importance_refuses_a_prior_it_cannot_sample(registry):
     zoo.register("flat_mean", model=flat, data={"y": torch.tensor([0.5, 1.5, 1.0])})
     with pytest.raises(ValueError, match="prior of site 'mu'.*cannot be sampled"):
         zoo.run("flat_mean", "importance", proposal="prior")
-    run = zoo.run("flat_mean", "importance", num_samples=4000, fit_steps=500)  # default: normal
-    assert run.diagnostics["proposal"] == "normal"
+    run = zoo.run("flat_mean", "importance", num_samples=4000, fit_steps=500)  # default: mvn
+    assert run.diagnostics["proposal"] == "mvn"
     assert run.summary.loc["mu", "mean"] == pytest.approx(1.0, abs=0.05)  # N(1, 1/3)
     assert run.summary.loc["mu", "sd"] == pytest.approx(np.sqrt(1 / 3), rel=0.05)
 

@@ -7,6 +7,7 @@ import pytest
 import torch
 from scipy import stats
 from scipy.special import logsumexp
+from seeding import shifted
 from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.gaussian_process.kernels import RBF, ConstantKernel, WhiteKernel
 from sklearn.kernel_ridge import KernelRidge
@@ -169,15 +170,20 @@ def test_gp_posterior_fits_only_the_missing_hyperparameters(type2_ml):
 
 
 def test_type2_ml_recovers_synthetic_hyperparameters():
-    """Data from the GP prior with l = 1, sigma_f^2 = 1, sigma_n = 0.1: the type-II ML estimate is
-    near them, and the posterior of f covers the true function."""
-    data, true = ENTRY.simulate(seed=0)
+    """Data from the GP prior with l = 1, sigma_f^2 = 1, sigma_n = 0.1. From 30 points the ML
+    estimate of a hyper-parameter scatters widely (over 60 datasets the lengthscale ranged over a
+    factor of three), so no fixed band around the truth holds for every dataset. What does:
+    the estimate is a maximum, so its marginal likelihood is at least the truth's, and by Wilks'
+    theorem twice the gap is chi-squared with 3 degrees of freedom (at most 10.4 over 60
+    datasets; the 99.99% quantile is 21.1). The posterior of f at the estimate covers the true
+    function: every |z| under 5 (at the true hyper-parameters each z is N(0, 1); the plug-in
+    widens them a little: at most 4.4 over the 60 datasets' 1800 points)."""
+    data, true = ENTRY.simulate(seed=shifted(0))
     run = zoo.run(ENTRY, "gp_posterior", data=data)
-    est = run.extras["estimate"]
-    assert est["lengthscale"] == pytest.approx(1.0, rel=0.3)
-    assert est["noise"] == pytest.approx(0.1, rel=0.4)
+    at_truth = log_marginal_likelihood(data["x"], data["y"], 1.0, 1.0, 0.1)
+    assert 0 <= 2 * (run.log_evidence - at_truth) < stats.chi2(3).ppf(0.9999)
     z = np.abs(run.extras["f_mean"] - true["f"].numpy()) / run.extras["f_sd"]
-    assert np.mean(z < 2) >= 0.8
+    assert z.max() < 5
 
 
 def test_hyperposterior_truth_by_an_independent_grid():
@@ -231,12 +237,24 @@ def test_nuts_bulk_contains_the_type2_ml_estimate(nuts, type2_ml):
     assert nuts.summary.loc["noise", "mean"] == pytest.approx(0.1, abs=0.02)
 
 
+# Posterior kurtosis E[(x - mean)^4] / sd^4 of the hyper-parameters, rounded up from two NUTS
+# runs of 4000 and 5000 draws (2.85; 4.19, 4.48; 19.1, 29.6): the signal variance has the long
+# right tail of its LogNormal prior.
+KURTOSIS = {"lengthscale": 3.0, "noise": 5.0, "variance": 30.0}
+
+
 def test_nuts_matches_the_quadrature_truth(nuts):
+    """Means within 4 Monte-Carlo standard errors. An sd estimated from n effective draws has
+    relative standard error sqrt((kurtosis - 1) / (4 n)); its sampling law is skewed (a run that
+    misses the right tail reads low: noise's sd came out 20% low at seed 11, ESS 407), so the sds
+    get 5 of those errors, and never less than 25%. For the heavy-tailed signal variance that
+    leaves only a factor of two: 400 draws cannot pin its sd."""
     rows = ENTRY.ground_truth().rows()
     for h, (mean, sd) in rows.items():
         r = nuts.summary.loc[h]
         assert abs(r["mean"] - mean) < 4 * sd / np.sqrt(r["ess_bulk"]), h
-        assert r["sd"] == pytest.approx(sd, rel=0.25), h
+        rel = max(0.25, 5 * np.sqrt((KURTOSIS[h] - 1) / (4 * r["ess_bulk"])))
+        assert r["sd"] == pytest.approx(sd, rel=rel), h
 
 
 def test_mean_field_guide_understates_the_spread():

@@ -30,6 +30,7 @@ _PUBLIC = {
     "GroundTruth": "inference",
     "Run": "inference",
     "ZooError": "inference",
+    "gauss_legendre": "inference",
     "in_float64": "inference",
     "compare": "zoo.api",
     "run": "zoo.api",
@@ -53,6 +54,7 @@ __all__ = [
     "Run",
     "ZooError",
     "compare",
+    "gauss_legendre",
     "get_model",
     "in_float64",
     "isolated",
@@ -73,6 +75,7 @@ if TYPE_CHECKING:
         GroundTruth,
         Run,
         ZooError,
+        gauss_legendre,
         in_float64,
     )
     from zoo.api import compare, run

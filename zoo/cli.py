@@ -154,6 +154,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not run.ok:
         print(f"zoo: {args.name}/{args.engine} failed: {run.error}", file=sys.stderr)
         return 1
+    if run.status == "unreliable":
+        print(f"zoo: {args.name}/{args.engine} is unreliable: {run.caveat}", file=sys.stderr)
     cols = [c for c in ("mean", "sd", "hdi_3%", "hdi_97%", "r_hat", "ess_bulk") if c in run.summary]
     print(run.summary[cols].head(30).to_string(float_format=lambda v: f"{v:.6g}"))
     if len(run.summary) > 30:
@@ -181,7 +183,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
     print(cmp.table.to_string(float_format=lambda v: f"{v:.4g}"))
     print()
     for eng, run in cmp.runs.items():
-        status = "ok" if run.ok else f"FAILED: {run.error}"
+        status = {"ok": "ok", "unreliable": f"UNRELIABLE: {run.caveat}"}.get(
+            run.status, f"FAILED: {run.error}"
+        )
         ev = "" if run.evidence is None else f"  {run.evidence.describe()} {run.log_evidence:.6f}"
         print(f"{eng:<10} {run.diagnostics['wall_time_s']:8.2f} s  {status}{ev}")
     if cmp.truth is not None and cmp.truth.log_evidence is not None:

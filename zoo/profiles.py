@@ -7,7 +7,7 @@ posterior) win over the profile, except counts (steps, draws, warmup), where the
 profile sets a budget, a model can only ask for more.
 
 ``quick``  the default: minutes for the whole zoo, enough to see who is right and who is not.
-``full``   publication numbers: longer SVI, 1000 + 1000 NUTS/HMC draws on 4 chains.
+``full``   publication numbers: longer SVI, 1000 + 1000 NUTS/HMC draws on 8 chains.
 ``smoke``  tiny runs for tests and CI: checks that every page renders; the numbers mean little.
 """
 
@@ -17,33 +17,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from inference import ZooError
+from inference.engines import GENERIC_ENGINES, REFERENCE_BUDGETS, budget
 
+# Every engine declares its budget at each profile (inference/engines.py): read, not restated.
 PROFILES: dict[str, dict[str, dict[str, Any]]] = {
-    "quick": {
-        "svi": {"num_steps": 1000, "num_samples": 500, "jit": True},
-        "nuts": {"num_samples": 200, "warmup": 200, "num_chains": 2, "jit": True},
-        "hmc": {"num_samples": 200, "warmup": 200, "num_chains": 2, "jit": True},
-        "enum": {"num_samples": 200},
-        "mh": {"num_samples": 1000, "warmup": 1000, "num_chains": 2},
-        "importance": {"num_samples": 5000, "fit_steps": 500},
-    },
-    "full": {
-        "svi": {"num_steps": 3000, "num_samples": 2000, "jit": True},
-        "nuts": {"num_samples": 1000, "warmup": 1000, "num_chains": 4, "jit": True},
-        "hmc": {"num_samples": 1000, "warmup": 1000, "num_chains": 4, "jit": True},
-        "enum": {"num_samples": 1000},
-        "mh": {"num_samples": 5000, "warmup": 5000, "num_chains": 4},
-        "importance": {"num_samples": 20000, "fit_steps": 2000},
-    },
-    "smoke": {
-        "svi": {"num_steps": 200, "num_samples": 200},
-        "nuts": {"num_samples": 50, "warmup": 50, "num_chains": 2},
-        "hmc": {"num_samples": 50, "warmup": 50, "num_chains": 2},
-        "enum": {"num_samples": 100},
-        "exact": {"num_samples": 1000},
-        "mh": {"num_samples": 200, "warmup": 200, "num_chains": 2},
-        "importance": {"num_samples": 1000, "fit_steps": 100},
-    },
+    profile: {
+        engine: budget(engine, profile)
+        for engine in [*GENERIC_ENGINES, *REFERENCE_BUDGETS]
+        if budget(engine, profile)
+    }
+    for profile in ("quick", "full", "smoke")
 }
 
 # Options where a model's own default beats the profile only when it asks for more.
