@@ -1,21 +1,35 @@
 """Offline data: vendored CSVs (see README.md here for provenance and licences), datasets that
-scikit-learn bundles in its wheel, and synthetic generators."""
+scikit-learn bundles in its wheel, and synthetic generators.
+
+Nothing is read at import: each loader reads its data when called (scikit-learn, a second to
+import, only then), so ``import zoo`` and ``zoo list`` do not pay for data no model asked for."""
 
 from __future__ import annotations
 
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
-from sklearn import datasets as sk
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 HERE = Path(__file__).resolve().parent
 
 
 @cache
 def _read(name: str) -> pd.DataFrame:
+    import pandas as pd
+
     return pd.read_csv(HERE / name)
+
+
+def _sklearn(loader: str) -> Any:
+    """One of scikit-learn's bundled datasets (a ``Bunch``), imported on first use."""
+    from sklearn import datasets as sk
+
+    return getattr(sk, loader)()
 
 
 def load_faithful() -> pd.DataFrame:
@@ -33,21 +47,21 @@ def load_diabetes() -> tuple[np.ndarray, np.ndarray, list[str]]:
     """scikit-learn's diabetes data (Efron et al. 2004): 442 patients, 10 baseline features
     (already centred and scaled by scikit-learn), target a disease progression score after one
     year. Returns ``(X, y, feature_names)``."""
-    d = sk.load_diabetes()
+    d = _sklearn("load_diabetes")
     return d.data.astype(float), d.target.astype(float), list(d.feature_names)
 
 
 def load_breast_cancer() -> tuple[np.ndarray, np.ndarray, list[str]]:
     """scikit-learn's Wisconsin breast cancer data: 569 tumours, 30 features, target 1 =
     benign, 0 = malignant. Returns ``(X, y, feature_names)`` with X unstandardised."""
-    d = sk.load_breast_cancer()
+    d = _sklearn("load_breast_cancer")
     return d.data.astype(float), d.target.astype(float), list(d.feature_names)
 
 
 def load_iris() -> tuple[np.ndarray, np.ndarray, list[str]]:
     """scikit-learn's copy of Fisher's iris data: 150 flowers, 4 measurements (cm), 3 species
     (labels 0, 1, 2). Returns ``(X, y, feature_names)``."""
-    d = sk.load_iris()
+    d = _sklearn("load_iris")
     return d.data.astype(float), d.target.astype(int), list(d.feature_names)
 
 
