@@ -1,10 +1,27 @@
 import warnings
 
 import pytest
+from seeding import SHIFT
 
 import zoo
+import zoo.api
 
 warnings.filterwarnings("ignore", category=FutureWarning)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _shift_seeds():
+    """Every run's seed moved by ``ZOO_TEST_SEED_SHIFT`` (see ``seeding.py``): patched where
+    ``prepare`` validates it, so runs that rely on the default seed move too, and worker
+    processes (forked) inherit it. Session scope: module-scoped fixtures' runs are shifted as
+    well. Validation comes first, so a bad seed is still refused."""
+    if not SHIFT:
+        yield
+        return
+    check = zoo.api.check_seed
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(zoo.api, "check_seed", lambda seed: check(seed) + SHIFT)
+        yield
 
 
 @pytest.fixture(autouse=True)

@@ -23,7 +23,7 @@ from zoo.cli import main
         (lambda: zoo.run("beta_bernoulli", "enum"), r"'enum' does not apply.*no discrete latent"),
         (
             lambda: zoo.run("beta_bernoulli", "em"),
-            r"unknown engine 'em'.*svi, nuts, hmc, mh, importance, exact",
+            r"unknown engine 'em'.*svi, nuts, chees, hmc, mh, importance, laplace, exact",
         ),
         (lambda: zoo.run("three_coin", "svi", num_steps=0), r"'num_steps' must be a positive"),
         (lambda: zoo.run("three_coin", "svi", num_steps=-5), r"'num_steps' must be a positive"),

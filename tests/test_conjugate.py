@@ -9,6 +9,7 @@ import pytest
 import torch
 from scipy import integrate, optimize, stats
 from scipy.special import gammaln
+from seeding import shifted
 
 import zoo
 from zoo.models.conjugate import (
@@ -77,7 +78,7 @@ def test_gamma_poisson_oracle_by_quadrature():
 def test_gamma_poisson_evidence_is_the_negative_binomial_chain():
     """log p(y) = sum_i log p(y_i | y_<i), each a negative binomial NB(a + S_<i, (b + i)/(b + i +
     1)) (scipy's nbinom), on the default data and on synthetic data."""
-    for data in (GP.load_data(), GP.simulate(3)[0]):
+    for data in (GP.load_data(), GP.simulate(shifted(3))[0]):
         y, a, b = data["counts"].numpy().astype(int), data["a"], data["b"]
         total = sum(
             stats.nbinom.logpmf(yi, a + y[:i].sum(), (b + i) / (b + i + 1))
@@ -100,16 +101,32 @@ def test_gamma_poisson_sequential_update():
     assert float(d2["rate"].rate) == float(d["rate"].rate) == 6
 
 
+def is_evidence_tolerance(kl: float, n: int) -> float:
+    """4 standard errors of an importance-sampling log evidence from ``n`` draws of a proposal
+    within ``kl`` nats of the posterior: its log weights have variance about 2 KL, so the
+    relative variance of the estimate is (e^(2 KL) - 1) / n."""
+    return 4 * float(np.sqrt(np.expm1(2 * kl) / n))
+
+
 def test_gamma_poisson_svi_conjugate_guide_is_exact():
+    """The conjugate family holds the posterior, so the KL optimum is exact. The last iterate of
+    a stochastic-gradient fit still jitters around it: across 21 seeds and settings (1000-3000
+    steps, 1 or 10 particles) its mean sat about 0.1 posterior sd from the truth (0.34 at worst),
+    its sd within 9%, its KL (the ELBO's gap) under 0.06 nats; the moments are held to that
+    scale, not to one seed's luck. What the family guarantees tightly is a near-perfect
+    importance proposal: the evidence estimated with the guide is right within its own error."""
     run = zoo.run(
         "gamma_poisson", "svi", seed=0, num_steps=1000, lr=0.1, num_samples=4000, jit=True
     )
     truth = GP.ground_truth()
+    sd = truth.sd["rate"]
     row = run.summary.loc["rate"]
-    assert row["mean"] == pytest.approx(2.666667, abs=0.15 * truth.sd["rate"])
-    assert row["sd"] == pytest.approx(truth.sd["rate"], rel=0.1)
-    # the family contains the posterior: the ELBO is tight (KL(q || p) small)
-    assert truth.log_evidence - 0.02 < run.log_evidence < truth.log_evidence + 0.005
+    assert row["mean"] == pytest.approx(2.666667, abs=0.5 * sd)
+    assert row["sd"] == pytest.approx(sd, rel=0.15)
+    # the ELBO is a bound (above it only by its estimate's noise, tiny when q ~ p), and tight
+    assert truth.log_evidence - 0.1 < run.log_evidence < truth.log_evidence + 0.005
+    tol = is_evidence_tolerance(0.1, 4000)
+    assert run.diagnostics["is_log_evidence"] == pytest.approx(truth.log_evidence, abs=tol)
 
 
 def test_gamma_poisson_nuts():
@@ -128,7 +145,7 @@ def test_gamma_poisson_full_rank_svi_sd():
 
 
 def test_gamma_poisson_synthetic_recovers_the_rate():
-    data, true = GP.simulate(0)
+    data, true = GP.simulate(shifted(0))
     assert data["counts"].shape == (50,) and float(true["rate"]) == 3.0
     run = zoo.run("gamma_poisson", "exact", data=data, num_samples=10)
     mean, sd = run.summary.loc["rate", "mean"], run.summary.loc["rate", "sd"]
@@ -189,10 +206,12 @@ def test_normal_normal_svi_full_rank_and_own_guide():
             jit=True,
         )
         row = run.summary.loc["mu"]
-        assert row["mean"] == pytest.approx(1.6, abs=0.15 * sd), guide
-        # Gaussian posterior: a full-rank Gaussian guide is exact; sd within 5%
-        assert row["sd"] == pytest.approx(sd, rel=0.05), guide
-        assert truth.log_evidence - 0.02 < run.log_evidence < truth.log_evidence + 0.005
+        # Gaussian posterior: a full-rank Gaussian guide is exact up to the jitter of the fit's
+        # last iterate: over 20 seeds its mean was up to 0.14 sd off, its sd 7% low to 10.5%
+        # high (seed 16; the old bound was 5%), its ELBO within 0.011 nats: bounds about twice
+        assert row["mean"] == pytest.approx(1.6, abs=0.3 * sd), guide
+        assert row["sd"] == pytest.approx(sd, rel=0.2), guide
+        assert truth.log_evidence - 0.03 < run.log_evidence < truth.log_evidence + 0.005
 
 
 def test_normal_normal_nuts():
@@ -203,7 +222,7 @@ def test_normal_normal_nuts():
 
 
 def test_normal_normal_synthetic():
-    data, true = NN.simulate(0)
+    data, true = NN.simulate(shifted(0))
     run = zoo.run("normal_normal", "exact", data=data, num_samples=10)
     prec = 1 + 20
     assert run.summary.loc["mu", "mean"] == pytest.approx(float(data["x"].sum()) / prec, rel=1e-6)
@@ -400,7 +419,7 @@ def test_normal_gamma_exact_engine_and_synthetic():
     assert run.log_evidence == pytest.approx(truth.log_evidence, abs=1e-10)
     draws = run.idata.posterior["mu"].values.ravel()
     assert abs(draws.mean() - truth.mean["mu"]) < 4 * truth.sd["mu"] / np.sqrt(draws.size)
-    data, true = NG.simulate(0)
+    data, true = NG.simulate(shifted(0))
     t = NG.ground_truth(data)
     for name in ("mu", "tau"):
         assert abs(t.mean[name] - float(true[name])) < 4 * t.sd[name], name
@@ -595,7 +614,7 @@ def test_dirichlet_bigram_closed_form():
 
 
 def test_dirichlet_bigram_evidence_on_synthetic_data():
-    data, true = DB.simulate(0)
+    data, true = DB.simulate(shifted(0))
     assert data["prev"].dtype == torch.long and data["prev"].numel() == 300
     truth = DB.ground_truth(data)
     assert truth.log_evidence == pytest.approx(
@@ -611,11 +630,22 @@ def test_dirichlet_bigram_svi_conjugate_guide():
         "dirichlet_bigram", "svi", seed=0, num_steps=1000, lr=0.05, num_samples=4000, jit=True
     )
     truth = DB.ground_truth()
-    est = np.array(
-        [[run.summary.loc[f"transition[{i}, {j}]", "mean"] for j in range(6)] for i in range(6)]
+    est, sd = (
+        np.array(
+            [[run.summary.loc[f"transition[{i}, {j}]", k] for j in range(6)] for i in range(6)]
+        )
+        for k in ("mean", "sd")
     )
-    assert np.abs(est - truth.mean["transition"]).max() < 0.25 * truth.sd["transition"].min()
-    assert truth.log_evidence - 0.1 < run.log_evidence < truth.log_evidence + 0.01
+    # The optimum is exact; the fit's last iterate jitters around it. Across 10 seeds the worst
+    # of the 36 means sat 0.11-0.18 of its own posterior sd from the truth, the worst sd 4-9% off,
+    # the ELBO 0.04-0.10 nats below log p(y) (its KL, summed over 30 free parameters): the bounds
+    # are twice those, and the importance-sampling evidence is held to its own error.
+    t_mean, t_sd = truth.mean["transition"], truth.sd["transition"]
+    assert (np.abs(est - t_mean) / t_sd).max() < 0.35
+    assert np.abs(sd / t_sd - 1).max() < 0.2
+    assert truth.log_evidence - 0.2 < run.log_evidence < truth.log_evidence + 0.01
+    tol = is_evidence_tolerance(0.2, 4000)
+    assert run.diagnostics["is_log_evidence"] == pytest.approx(truth.log_evidence, abs=tol)
 
 
 @pytest.mark.slow

@@ -4,6 +4,7 @@ independent 2-D grid, NUTS against it, the centred funnel's divergences, mean-fi
 import numpy as np
 import pytest
 from scipy import stats
+from seeding import shifted
 
 import zoo
 from zoo.models.hierarchical import schools_conditional
@@ -104,38 +105,50 @@ def noncentred_nuts():
 
 @pytest.fixture(scope="module")
 def centred_nuts():
-    # default NUTS settings (target_accept 0.8, tree depth 10), modest size
-    return zoo.run(CENTRED, "nuts", num_samples=200, warmup=200, num_chains=1, seed=2)
+    # default NUTS settings (target_accept 0.8, tree depth 10), modest size; four chains, because
+    # whether a chain diverges at all depends mostly on the step size its own warm-up adapted:
+    # 5 of 24 single 200-draw chains (seeds 0-23) had none, so one chain cannot promise any
+    return zoo.run(CENTRED, "nuts", num_samples=200, warmup=200, num_chains=4, seed=2)
 
 
 def test_centred_model_diverges_noncentred_does_not(centred_nuts, noncentred_nuts):
-    """Neal's funnel: the centred model's NUTS run reports divergent transitions (2 here; 2-8
-    across seeds 0-3), the non-centred one none (at most 1 in 600 draws across seeds), with
-    twice the draws."""
+    """Neal's funnel: the centred model's NUTS run reports divergent transitions, the non-centred
+    one (almost) none. Chains diverge independently, each with probability about 0.8 (19 of 24
+    seeds), so all four centred chains stay clean with probability about 0.2^4 = 0.2%; the
+    non-centred runs had 0 or 1 divergences in 400 draws (14 seeds), and 1% of draws is 4."""
     assert centred_nuts.diagnostics["divergences"] > 0
-    assert noncentred_nuts.diagnostics["divergences"] <= 1
-    # the funnel also starves the centred chain: tau's ESS is a fraction of the non-centred's
-    ess_c = centred_nuts.summary.loc["tau", "ess_bulk"] / 200
+    assert noncentred_nuts.diagnostics["divergences"] <= 4
+    # the funnel also starves the centred chains: tau's ESS per draw is below the non-centred's
+    # (paired over 14 seeds the ratio was 0.02-0.58, typically 0.1)
+    ess_c = centred_nuts.summary.loc["tau", "ess_bulk"] / 800
     ess_nc = noncentred_nuts.summary.loc["tau", "ess_bulk"] / 400
-    assert ess_c < 0.5 * ess_nc
+    assert ess_c < ess_nc
 
 
 def test_noncentred_nuts_matches_quadrature_within_mc_error(noncentred_nuts):
     rows = NONCENTRED.ground_truth().rows()
     s = noncentred_nuts.summary
-    assert noncentred_nuts.diagnostics["max_r_hat"] < 1.05
+    # split R-hat of 4 half-chains of 100 draws is itself noisy (up to 1.06 over 14 seeds):
+    # 1.1 is the conventional threshold
+    assert noncentred_nuts.diagnostics["max_r_hat"] < 1.1
     for row in ["mu", "tau"] + [f"theta[{j}]" for j in range(8)] + [f"eta[{j}]" for j in (0, 6)]:
         mean, sd = rows[row]
         assert abs(s.loc[row, "mean"] - mean) < 4 * sd / np.sqrt(s.loc[row, "ess_bulk"]), row
 
 
 def test_centred_nuts_means_are_near_the_truth_despite_the_funnel(centred_nuts):
-    """A short centred chain is still roughly right on mu and tau (within 0.4 posterior sd),
-    but its Monte-Carlo error cannot be trusted (tiny ESS), hence no MCSE bound here."""
+    """The centred chains are biased (they rarely enter the funnel's neck, so tau comes out too
+    large on average: by about 0.2 posterior sd over 14 two-chain runs of 200 draws), and their
+    Monte-Carlo error is large and uncertain (tau's ESS 4-45). A chain that sticks in the neck
+    for a while pulls tau low instead (seen: -0.27 sd, ESS 4). No single run is within a fixed
+    fraction of a sd of the truth, but every run is within the bias allowance (0.5 sd, over
+    twice the mean bias) plus 4 Monte-Carlo standard errors from its own ESS: across 48 runs
+    (1 or 2 chains of 200 or 500 draws) the worst error used 0.52 of that bound."""
     rows = CENTRED.ground_truth().rows()
     for row in ("mu", "tau"):
         mean, sd = rows[row]
-        assert abs(centred_nuts.summary.loc[row, "mean"] - mean) < 0.4 * sd, row
+        r = centred_nuts.summary.loc[row]
+        assert abs(r["mean"] - mean) < (0.5 + 4 / np.sqrt(r["ess_bulk"])) * sd, row
 
 
 def test_mean_field_svi_biases():
@@ -153,19 +166,20 @@ def test_mean_field_svi_biases():
 
 
 def test_synthetic_generator_keeps_the_standard_errors():
-    data, true = NONCENTRED.simulate(seed=4)
+    data, true = NONCENTRED.simulate(seed=shifted(4))
     np.testing.assert_array_equal(data["sigma"].numpy(), SIGMA)
     np.testing.assert_allclose(
         true["theta"].numpy(), (true["mu"] + true["tau"] * true["eta"]).numpy(), rtol=1e-6
     )
-    again, _ = NONCENTRED.simulate(seed=4)
+    again, _ = NONCENTRED.simulate(seed=shifted(4))
     assert np.array_equal(again["y"].numpy(), data["y"].numpy())
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1, 3])
 def test_centred_divergences_are_robust_across_seeds(seed):
-    run = zoo.run(CENTRED, "nuts", num_samples=500, warmup=500, num_chains=2, seed=seed)
+    # four chains: one chain's divergences hinge on its adapted step size (see centred_nuts)
+    run = zoo.run(CENTRED, "nuts", num_samples=500, warmup=500, num_chains=4, seed=seed)
     assert run.diagnostics["divergences"] > 0
 
 
@@ -174,7 +188,14 @@ def test_long_noncentred_nuts_is_the_reference():
     run = zoo.run(NONCENTRED, "nuts", num_samples=2000, warmup=1000, num_chains=2, seed=5)
     rows = NONCENTRED.ground_truth().rows()
     assert run.diagnostics["divergences"] <= 2
+    post = run.idata.posterior
     for row, (mean, sd) in rows.items():
         r = run.summary.loc[row]
         assert abs(r["mean"] - mean) < 4 * sd / np.sqrt(r["ess_bulk"]), row
-        assert r["sd"] == pytest.approx(sd, rel=0.1), row
+        # an sd from n effective draws has relative standard error sqrt((kurtosis - 1) / 4n):
+        # tau's half-Cauchy tail makes that several times the Gaussian 1 / sqrt(2n)
+        site, _, index = row.partition("[")
+        draws = post[site].values[..., int(index[:-1])] if index else post[site].values
+        kurt = stats.kurtosis(draws.ravel(), fisher=False)
+        rel = max(0.1, 5 * np.sqrt((kurt - 1) / (4 * r["ess_bulk"])))
+        assert r["sd"] == pytest.approx(sd, rel=rel), row

@@ -9,6 +9,7 @@ import pytest
 import torch
 from scipy import stats
 from scipy.special import logsumexp
+from seeding import shifted
 from sklearn.datasets import load_iris
 from sklearn.naive_bayes import BernoulliNB, GaussianNB
 
@@ -152,7 +153,7 @@ def test_one_new_flower_is_the_student_t_predictive():
 def test_mixture_moments_by_importance_reweighting(truth):
     """Versicolor and virginica absorb part of each new flower: their exact posterior means match
     draws from the training-data posterior reweighted by p(X_new | theta) (an independent route)."""
-    rng = np.random.default_rng(0)
+    rng = np.random.default_rng(shifted(0))
     S = 200_000
     mus, taus = np.zeros((S, 3, 4)), np.zeros((S, 3, 4))
     for c in range(3):
@@ -291,7 +292,7 @@ def test_nuts_matches_the_closed_form(truth):
 
 
 def test_synthetic_data_recover_the_parameters():
-    data, true = GAUSS.simulate(seed=1)
+    data, true = GAUSS.simulate(seed=shifted(1))
     post = GAUSS.ground_truth(data)
     z = (post.mean["mu"] - true["mu"].numpy()) / post.sd["mu"]
     assert np.all(np.abs(z) < 4)
