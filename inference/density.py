@@ -8,7 +8,9 @@ order (each one checked against the plain per-chain computation at fresh points 
 used; a form that fails or disagrees is dropped with a warning that says why):
 
 ``compiled``  the ``vmap``-ed value-and-gradient traced once into an aten graph by ``make_fx``
-              and compiled by ``torch.compile`` (needs a C compiler);
+              and compiled by TorchInductor (needs a C compiler); a sampler's whole step
+              (leapfrog, density and bookkeeping) can be fused into one compiled graph
+              (:meth:`BatchedDensity.fuse`);
 ``traced``    the same graph, run as an FX ``GraphModule`` (no compiler);
 ``vmap``      ``torch.func.vmap(torch.func.grad_and_value(f))``, eagerly;
 ``loop``      one chain at a time, with autograd.
@@ -26,7 +28,7 @@ import shutil
 import time
 import warnings
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,7 +46,10 @@ from .runtime import default_dtype
 from .structure import ModelStructure, init_strategy
 
 MODES = ("compiled", "traced", "vmap", "loop")
-COMPILE_AFTER_S = 15.0  # auto: compile when the traced density would take longer than this
+# auto: compile when the traced density would take longer than this over the run (compiling
+# costs 0.5-1 s with inductor's on-disk cache warm, a few seconds the first time on a machine)
+COMPILE_AFTER_S = 3.0
+BARE_COMPILE_AFTER = 300  # compiled mode: density calls outside a fused step before it compiles
 
 
 class DensityWarning(UserWarning):
@@ -122,6 +127,8 @@ class BatchedDensity:
             start += size
         self.blocks, self.dim = tuple(blocks), start
         self._graph: Fn | None = None
+        self._fused: dict[Callable[..., Any], Callable[..., Any] | None] = {}
+        self._bare_calls, self._bare_compiled = 0, False
         self.mode, self._fn = self._build(compile)
         self.auto_compile = False  # see tick()
         self._spent, self._decided = 0.0, False
@@ -188,37 +195,90 @@ class BatchedDensity:
             return "vmap", eager
         if not compile:
             return "traced", graph
-        return self._compiled(graph)
+        return self._to_compiled(graph)
+
+    def _to_compiled(self, graph: Fn) -> tuple[str, Fn]:
+        """Compiled mode: the samplers' steps are fused through the graph and compiled on their
+        first call (:meth:`fuse`); calls of the density itself run the traced graph until there
+        have been :data:`BARE_COMPILE_AFTER` of them, then its own compiled form."""
+        if not has_compiler():
+            self.reasons["compiled"] = "no C compiler found"
+            return "traced", graph
+        self._bare_calls = 0
+        return "compiled", graph
+
+    def _compile_bare(self) -> None:
+        """The density's own compiled form, checked at fresh points (traced where that fails)."""
+        assert self._graph is not None
+        mode, self._fn = self._compiled(self._graph)
+        self._bare_compiled = True
+        if mode != "compiled":
+            self.mode = mode
 
     def _compiled(self, graph: Fn) -> tuple[str, Fn]:
         if not has_compiler():
             self.reasons["compiled"] = "no C compiler found"
             return "traced", graph
         try:
-            compiled = torch.compile(graph, dynamic=False)
             probe = self.random_points(torch.Generator().manual_seed(0), scale=1.0)
+            compiled = _inductor(graph, [probe])
             self._check(compiled, probe, reference=self._vmapped(), fresh=True)
         except Exception as e:  # noqa: BLE001
             self.reasons["compiled"] = one_line(e)
             return "traced", graph
         return "compiled", compiled
 
+    def fuse(self, step: Callable[..., tuple[torch.Tensor, ...]], args: Sequence[torch.Tensor]):
+        """A sampler's step ``step(density, *args) -> tensors`` (no Python branch on values)
+        traced through this density's graph and compiled as one function of ``args``, so that
+        the sampler's bookkeeping around each density call costs no Python either; None where
+        the density is not in compiled form or the step cannot be fused (the reason is kept in
+        ``reasons['fused']``). Compiled once per step function; checked against the eager step
+        at ``args``."""
+        if self.mode != "compiled" or self._graph is None:
+            return None
+        if step in self._fused:
+            return self._fused[step]
+        graph = self._graph
+
+        def through_graph(*a: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            return step(lambda theta: sanitised(*graph(theta)), *a)
+
+        fused: Callable[..., Any] | None
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)
+                # distinct copies: make_fx gives one tensor object passed twice (a subtree's
+                # first leaf passes its start as both edge and proposal) one placeholder
+                example = [a.clone() for a in args]
+                traced = make_fx(through_graph)(*example)
+                fused = _inductor(traced, example)
+                got, want = fused(*args), through_graph(*args)
+            floats = [(a, b) for a, b in zip(got, want, strict=True) if a.is_floating_point()]
+            if not all(_close(a, b) for a, b in floats):
+                raise ValueError("the fused step differs from the eager one")
+        except Exception as e:  # noqa: BLE001 - the eager step is always there
+            self.reasons["fused"] = one_line(e)
+            fused = None
+        self._fused[step] = fused
+        return fused
+
     def start_run(self, *, auto_compile: bool) -> None:
         """A sampler run begins: ``auto_compile`` decides afresh for it (see :meth:`tick`)."""
         self.auto_compile, self._spent, self._decided = auto_compile, 0.0, False
 
     def tick(self, iteration: int, total: int) -> None:
-        """Called by a sampler after each iteration. With ``auto_compile``, once 5% of the run
+        """Called by a sampler after each iteration. With ``auto_compile``, once 2% of the run
         (at least 10 iterations) is done, the traced graph is compiled when the time its calls
         took, projected over the whole run, exceeds :data:`COMPILE_AFTER_S`."""
         if not self.auto_compile or self._decided or self.mode != "traced":
             return
-        if iteration + 1 < max(10, total // 20):
+        if iteration + 1 < max(10, total // 50):
             return
         self._decided = True
         projected = self._spent / (iteration + 1) * total
         if projected > COMPILE_AFTER_S and self._graph is not None:
-            self.mode, self._fn = self._compiled(self._graph)
+            self.mode, self._fn = self._to_compiled(self._graph)
 
     def _check(self, fn: Fn, probe: torch.Tensor, *, reference: Fn, fresh: bool = False) -> None:
         """``fn`` equals ``reference`` at the probe and (``fresh``) at points it was not traced
@@ -245,6 +305,10 @@ class BatchedDensity:
 
     # ---------------------------------------------------------------------------------- calls
     def __call__(self, theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.mode == "compiled" and not self._bare_compiled:
+            self._bare_calls += 1
+            if self._bare_calls > BARE_COMPILE_AFTER:
+                self._compile_bare()
         start = time.perf_counter()
         try:
             if self.mode in ("vmap", "loop"):
@@ -256,10 +320,7 @@ class BatchedDensity:
             with _functional():  # are evaluated one at a time, the breaking ones get -inf
                 value, grad = self._loop(theta, tolerant=True)
         self._spent += time.perf_counter() - start
-        bad = ~torch.isfinite(value) | ~torch.isfinite(grad).all(-1)
-        if bad.any():
-            value = torch.where(bad, torch.full_like(value, -torch.inf), value)
-            grad = torch.where(bad[:, None], torch.zeros_like(grad), grad)
+        value, grad = sanitised(value, grad)
         return value.detach(), grad.detach()
 
     def constrain(self, theta: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -284,6 +345,39 @@ class BatchedDensity:
         fallback = self.flatten(self._init)
         value, _ = self(theta)
         return torch.where(torch.isfinite(value)[:, None], theta, fallback)
+
+
+def sanitised(value: torch.Tensor, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """A chain whose log density or gradient is not finite gets -inf and a zero gradient (a
+    sampler rejects it), with no Python branch on values."""
+    bad = ~torch.isfinite(value) | ~torch.isfinite(grad).all(-1)
+    value = torch.where(bad, torch.full_like(value, -torch.inf), value)
+    return value, torch.where(bad[:, None], torch.zeros_like(grad), grad)
+
+
+def _inductor(graph: Callable[..., Any], example: list[torch.Tensor]) -> Callable[..., Any]:
+    """An aten graph (from ``make_fx``) compiled by TorchInductor as it is: no TorchDynamo
+    capture and no guards on each call (10 us a call against 29 through ``torch.compile``)."""
+    import torch._inductor
+    from torch._guards import TracingContext, tracing
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    # a fake mode with a shape environment (static shapes: no symbols in it) lets inductor's
+    # on-disk FX graph cache key the graph; without one every process compiles afresh
+    # (AOT autograd's own cache cannot key a graph holding the model's data, and says so on
+    # stderr: it is left out)
+    fake = FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv())
+    with (
+        tracing(TracingContext(fake)),
+        torch._functorch.config.patch(enable_autograd_cache=False),
+    ):
+        compiled = torch._inductor.compile(graph, example)
+
+    def call(*args: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return tuple(compiled(*args))
+
+    return call
 
 
 def _close(a: torch.Tensor, b: torch.Tensor) -> bool:

@@ -17,6 +17,7 @@ Every function takes ``density(theta) -> (log_p, grad)`` and returns a :class:`S
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -181,6 +182,110 @@ def _checkpoints(leaf: int) -> tuple[int, int]:
     return hi - trailing + 1, hi
 
 
+class Step:
+    """A sampler's step ``fn(density, *tensors) -> tensors``, written without Python branches on
+    values: run as one compiled graph through the density where the density offers it
+    (``density.fuse``, the compiled form of :class:`inference.density.BatchedDensity`), else
+    eagerly, calling the density."""
+
+    def __init__(self, density: Density, fn: Callable[..., tuple[torch.Tensor, ...]]) -> None:
+        self.density, self.fn = density, fn
+        self._fuse = getattr(density, "fuse", None)
+
+    def __call__(self, *args: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        fused = self._fuse(self.fn, args) if self._fuse is not None else None
+        if fused is not None:
+            try:
+                return fused(*args)
+            except RuntimeError:  # a chain's point breaks the model: the eager step copes
+                pass
+        return self.fn(self.density, *args)
+
+
+def _nuts_leaf(
+    density: Density,
+    cq: torch.Tensor,
+    cp: torch.Tensor,
+    cg: torch.Tensor,
+    clp: torch.Tensor,
+    eps: torch.Tensor,
+    inv_mass: torch.Tensor,
+    h0: torch.Tensor,
+    s_logw: torch.Tensor,
+    s_sum: torch.Tensor,
+    sq: torch.Tensor,
+    slp: torch.Tensor,
+    sg: torch.Tensor,
+    s_turn: torch.Tensor,
+    s_div: torch.Tensor,
+    p_ck: torch.Tensor,
+    sum_ck: torch.Tensor,
+    sum_acc: torch.Tensor,
+    n_leaves: torch.Tensor,
+    live: torch.Tensor,
+    u: torch.Tensor,
+    write: torch.Tensor,
+    check: torch.Tensor,
+) -> tuple[torch.Tensor, ...]:
+    """One leaf of the subtree being built, for the ``live`` chains (the others keep their
+    state): a leapfrog step from the edge (cq, cp, cg, clp), multinomial sampling of the
+    subtree's proposal (sq, slp, sg) with uniform ``u``, its log weight and momentum sum, the
+    acceptance statistic and divergence. U-turn checkpoints: ``write`` (max_depth,) marks the
+    row of ``p_ck`` / ``sum_ck`` this leaf stores (even leaves), ``check`` the rows it is checked
+    against (odd leaves; :func:`_checkpoints`)."""
+    nq, np_, nlp, ng = leapfrog(density, cq, cp, cg, eps, inv_mass)
+    lv = live[:, None]
+    cq, cp, cg = torch.where(lv, nq, cq), torch.where(lv, np_, cp), torch.where(lv, ng, cg)
+    clp = torch.where(live, nlp, clp)
+    delta = torch.nan_to_num(kinetic(cp, inv_mass) - clp - h0, nan=math.inf)
+    new_logw = torch.logaddexp(s_logw, -delta)
+    take = (u < (-delta - new_logw).exp()) & live
+    tk = take[:, None]
+    sq, slp, sg = torch.where(tk, cq, sq), torch.where(take, clp, slp), torch.where(tk, cg, sg)
+    s_logw = torch.where(live, new_logw, s_logw)
+    s_sum = torch.where(lv, s_sum + cp, s_sum)
+    sum_acc = sum_acc + torch.where(live, torch.clamp(torch.exp(-delta), max=1.0), 0.0)
+    n_leaves = n_leaves + live.to(n_leaves.dtype)
+    s_div = s_div | ((delta > MAX_DELTA_ENERGY) & live)
+    stored = write[:, None, None] & lv[None]
+    p_ck = torch.where(stored, cp[None], p_ck)
+    sum_ck = torch.where(stored, s_sum[None], sum_ck)
+    turned = _is_turning(p_ck, cp[None], s_sum[None] - sum_ck + p_ck, inv_mass[None])
+    s_turn = s_turn | ((turned & check[:, None]).any(0) & live)
+    return (
+        cq,
+        cp,
+        cg,
+        clp,
+        s_logw,
+        s_sum,
+        sq,
+        slp,
+        sg,
+        s_turn,
+        s_div,
+        p_ck,
+        sum_ck,
+        sum_acc,
+        n_leaves,
+        live & ~s_turn & ~s_div,
+    )
+
+
+@functools.cache
+def _checkpoint_masks(max_depth: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """For each leaf index below 2**max_depth: the rows it writes and the rows it checks."""
+    masks = []
+    rows = torch.arange(max_depth)
+    for leaf in range(2 ** max(max_depth - 1, 0)):
+        lo, hi = _checkpoints(leaf)
+        if leaf % 2 == 0:
+            masks.append((rows == hi, torch.zeros(max_depth, dtype=torch.bool)))
+        else:
+            masks.append((torch.zeros(max_depth, dtype=torch.bool), (rows >= lo) & (rows <= hi)))
+    return masks
+
+
 def nuts_transition(
     density: Density,
     q: torch.Tensor,
@@ -190,10 +295,13 @@ def nuts_transition(
     inv_mass: torch.Tensor,
     gen: torch.Generator,
     max_tree_depth: int = 10,
+    leaf: Step | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict[str, torch.Tensor], int]:
     """One NUTS iteration for every chain (multinomial sampling, biased progressive sampling
     between subtrees, uniform within). Returns the new state, per-chain statistics and the
     number of density calls (the longest tree's leaves)."""
+    leaf = leaf or Step(density, _nuts_leaf)
+    masks = _checkpoint_masks(max_tree_depth)
     B, D = q.shape
     dtype = q.dtype
     p0 = torch.randn(B, D, generator=gen, dtype=dtype) / inv_mass.sqrt()
@@ -209,67 +317,56 @@ def nuts_transition(
     sum_acc = torch.zeros(B, dtype=dtype)
     n_leaves = torch.zeros(B, dtype=dtype)
     eps = step[:, None]
+    p_ck = torch.zeros(max_tree_depth, B, D, dtype=dtype)
+    sum_ck = torch.zeros(max_tree_depth, B, D, dtype=dtype)
     calls = 0
     for d in range(max_tree_depth):
-        if done.all():
-            break
         building = ~done
         right_way = torch.rand(B, generator=gen, dtype=dtype) < 0.5
         rw = right_way[:, None]
-        ends = zip(right[:3], left[:3], strict=True)
-        cq, cp, cg = (_where_rows(right_way, r, l) for r, l in ends)
+        cq, cp, cg = (
+            _where_rows(right_way, r, l) for r, l in zip(right[:3], left[:3], strict=True)
+        )
         clp = torch.where(right_way, right[3], left[3])
         signed = torch.where(rw, eps, -eps)
-        s_logw = torch.full((B,), -math.inf, dtype=dtype)
-        s_sum = torch.zeros(B, D, dtype=dtype)
-        s_prop = [cq, clp, cg]
-        s_turn = torch.zeros(B, dtype=torch.bool)
-        s_div = torch.zeros(B, dtype=torch.bool)
-        p_ck = torch.zeros(d + 1, B, D, dtype=dtype)
-        sum_ck = torch.zeros(d + 1, B, D, dtype=dtype)
-        for leaf in range(2**d):
-            live = building & ~s_turn & ~s_div
-            n_live = int(live.sum())
-            if n_live == 0:
-                break
-            full = n_live == B  # every chain still building: no masking needed
-            nq, np_, nlp, ng = leapfrog(density, cq, cp, cg, signed, inv_mass)
+        sub = [
+            torch.full((B,), -math.inf, dtype=dtype),  # log weight
+            torch.zeros(B, D, dtype=dtype),  # momentum sum
+            cq,
+            clp,
+            cg,  # proposal
+            torch.zeros(B, dtype=torch.bool),  # turned
+            torch.zeros(B, dtype=torch.bool),  # diverged
+        ]
+        live = building
+        for n in range(2**d):
+            write, check = masks[n]
+            u = torch.rand(B, generator=gen, dtype=dtype)
+            out = leaf(
+                cq,
+                cp,
+                cg,
+                clp,
+                signed,
+                inv_mass,
+                h0,
+                *sub,
+                p_ck,
+                sum_ck,
+                sum_acc,
+                n_leaves,
+                live,
+                u,
+                write,
+                check,
+            )
+            cq, cp, cg, clp = out[:4]
+            sub = list(out[4:11])
+            p_ck, sum_ck, sum_acc, n_leaves, live = out[11:]
             calls += 1
-            if full:
-                cq, cp, cg, clp = nq, np_, ng, nlp
-            else:
-                lv = live[:, None]
-                cq, cp, cg = (torch.where(lv, a, b) for a, b in ((nq, cq), (np_, cp), (ng, cg)))
-                clp = torch.where(live, nlp, clp)
-            delta = torch.nan_to_num(kinetic(cp, inv_mass) - clp - h0, nan=math.inf)
-            new_logw = torch.logaddexp(s_logw, -delta)
-            take = torch.rand(B, generator=gen, dtype=dtype) < (-delta - new_logw).exp()
-            accept_leaf = torch.clamp(torch.exp(-delta), max=1.0)
-            diverged = delta > MAX_DELTA_ENERGY
-            if not full:
-                take = take & live
-                new_logw = torch.where(live, new_logw, s_logw)
-                accept_leaf = torch.where(live, accept_leaf, 0.0)
-                diverged = diverged & live
-            tk = take[:, None]
-            s_prop = [
-                torch.where(tk, cq, s_prop[0]),
-                torch.where(take, clp, s_prop[1]),
-                torch.where(tk, cg, s_prop[2]),
-            ]
-            s_logw = new_logw
-            s_sum = s_sum + cp if full else torch.where(live[:, None], s_sum + cp, s_sum)
-            sum_acc = sum_acc + accept_leaf
-            n_leaves = n_leaves + live.to(dtype)
-            s_div = s_div | diverged
-            lo, hi = _checkpoints(leaf)
-            if leaf % 2 == 0:
-                p_ck[hi] = cp if full else torch.where(live[:, None], cp, p_ck[hi])
-                sum_ck[hi] = s_sum if full else torch.where(live[:, None], s_sum, sum_ck[hi])
-            else:
-                for i in range(hi, lo - 1, -1):
-                    turned = _is_turning(p_ck[i], cp, s_sum - sum_ck[i] + p_ck[i], inv_mass)
-                    s_turn = s_turn | (turned if full else turned & live)
+            if not live.any():
+                break
+        s_logw, s_sum, sq, slp, sg, s_turn, s_div = sub
         # merge the subtree into the tree: biased progressive sampling, never from a subtree
         # that turned or diverged
         accept = torch.where(
@@ -278,9 +375,9 @@ def nuts_transition(
         take = building & (torch.rand(B, generator=gen, dtype=dtype) < accept)
         tk = take[:, None]
         prop = [
-            torch.where(tk, s_prop[0], prop[0]),
-            torch.where(take, s_prop[1], prop[1]),
-            torch.where(tk, s_prop[2], prop[2]),
+            torch.where(tk, sq, prop[0]),
+            torch.where(take, slp, prop[1]),
+            torch.where(tk, sg, prop[2]),
         ]
         edge = [cq, cp, cg, clp]
         to_right, to_left = building & right_way, building & ~right_way
@@ -292,6 +389,8 @@ def nuts_transition(
         diverging = diverging | (building & s_div)
         depth = depth + building.long()
         done = done | (building & (s_turn | s_div | turning))
+        if done.all():
+            break
     stats = {
         "accept": sum_acc / n_leaves.clamp(min=1),
         "diverging": diverging,
@@ -327,6 +426,7 @@ def nuts(
 ) -> Samples:
     """NUTS for every chain of ``theta0`` (chains, D), in lockstep. Warmup: step size by dual
     averaging, diagonal mass matrix re-estimated at the ends of Stan's windows."""
+    leaf = Step(density, _nuts_leaf)
     return _adapted_chain(
         density,
         theta0,
@@ -337,7 +437,7 @@ def nuts(
         progress=progress,
         desc="nuts",
         transition=lambda q, lp, g, step, im: nuts_transition(
-            density, q, lp, g, step, im, gen, max_tree_depth
+            density, q, lp, g, step, im, gen, max_tree_depth, leaf
         ),
     )
 
@@ -576,6 +676,27 @@ def chees(
     return Samples(draws, out, calls * B, info)
 
 
+def _masked_leapfrog(
+    density: Density,
+    q: torch.Tensor,
+    p: torch.Tensor,
+    grad: torch.Tensor,
+    logp: torch.Tensor,
+    eps: torch.Tensor,
+    inv_mass: torch.Tensor,
+    live: torch.Tensor,
+) -> tuple[torch.Tensor, ...]:
+    """A leapfrog step for the ``live`` chains; the others keep their state."""
+    nq, np_, nlp, ng = leapfrog(density, q, p, grad, eps, inv_mass)
+    lv = live[:, None]
+    return (
+        torch.where(lv, nq, q),
+        torch.where(lv, np_, p),
+        torch.where(lv, ng, grad),
+        torch.where(live, nlp, logp),
+    )
+
+
 def _hmc_with_proposal(
     density: Density,
     q: torch.Tensor,
@@ -586,8 +707,10 @@ def _hmc_with_proposal(
     gen: torch.Generator,
     n_steps: torch.Tensor,
     max_steps: int,
+    leapfrog_step: Step | None = None,
 ) -> tuple:
     """:func:`hmc_transition` that also returns the proposal and its momentum (for ChEES)."""
+    leapfrog_step = leapfrog_step or Step(density, _masked_leapfrog)
     B, D = q.shape
     n = torch.ceil(n_steps).clamp(1, max_steps).long()
     p0 = torch.randn(B, D, generator=gen, dtype=q.dtype) / inv_mass.sqrt()
@@ -596,14 +719,7 @@ def _hmc_with_proposal(
     eps = step[:, None]
     calls = int(n.max())
     for i in range(calls):
-        live = (i < n)[:, None]
-        nq, np_, nlp, ng = leapfrog(density, cq, cp, cg, eps, inv_mass)
-        cq, cp, cg = (
-            torch.where(live, nq, cq),
-            torch.where(live, np_, cp),
-            torch.where(live, ng, cg),
-        )
-        clp = torch.where(live[:, 0], nlp, clp)
+        cq, cp, cg, clp = leapfrog_step(cq, cp, cg, clp, eps, inv_mass, i < n)
     delta = torch.nan_to_num(-clp + kinetic(cp, inv_mass) - h0, nan=math.inf)
     accept = torch.clamp(torch.exp(-delta), max=1.0)
     take = torch.rand(B, generator=gen, dtype=q.dtype) < accept

@@ -24,6 +24,7 @@ LAZY_OK = {
     "zoo/cli.py",  # the CLI imports torch lazily so that `zoo --help` is instant
     "datasets/__init__.py",  # scikit-learn (a second) and pandas only when a loader runs
     "inference/arviz_io.py",  # ArviZ on first use: listing or registering models needs none
+    "inference/density.py",  # TorchInductor (half a second) only when a step is compiled
 }
 
 

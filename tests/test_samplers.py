@@ -19,7 +19,7 @@ from foreign_corpus import CORPUS
 
 import zoo
 from inference import samplers
-from inference.density import DensityWarning, batched_density
+from inference.density import DensityWarning, batched_density, has_compiler
 
 CONTINUOUS = [
     n
@@ -108,6 +108,52 @@ def test_a_graph_right_only_where_it_was_traced_is_refused_at_fresh_points():
     d._check(frozen, probe, reference=eager)  # the tracing point cannot tell
     with pytest.raises(ValueError, match="differ from the eager density's at a fresh point"):
         d._check(frozen, probe, reference=eager, fresh=True)
+
+
+needs_compiler = pytest.mark.skipif(not has_compiler(), reason="no C compiler")
+
+
+def _transitions(density, step, kind, n=6):
+    """``n`` transitions of the sampler ``kind`` from one start, each from the same random state
+    as the reference's: a list of (state, statistics)."""
+    gen = torch.Generator().manual_seed(11)
+    q = density.initial_points(gen)
+    logp, grad = density(q)
+    eps = torch.full((len(q),), 0.2, dtype=q.dtype)
+    inv_mass = torch.ones_like(q)
+    out = []
+    for _ in range(n):
+        if kind == "nuts":
+            q, logp, grad, st, _ = samplers.nuts_transition(
+                density, q, logp, grad, eps, inv_mass, gen, 10, step
+            )
+        else:
+            q, logp, grad, st, *_ = samplers._hmc_with_proposal(
+                density, q, logp, grad, eps, inv_mass, gen, torch.full_like(eps, 7.0), 10, step
+            )
+        out.append((q.clone(), {k: v.clone() for k, v in st.items()}))
+    return out
+
+
+@needs_compiler
+@pytest.mark.parametrize("kind", ["nuts", "hmc"])
+@pytest.mark.parametrize("name", ["eight_schools_noncentered", "three_coin"])
+def test_the_fused_compiled_step_takes_the_eager_steps(name, kind):
+    """A sampler's step fused through the compiled density (one graph: leapfrog, density,
+    multinomial sampling, U-turn checks) walks the same trajectories as the eager step: the
+    same trees, draws and statistics, transition after transition (a subtree's first leaf
+    passes one tensor as two arguments: traced naively, the graph merged them)."""
+    e = zoo.get_model(name)
+    fn = samplers._nuts_leaf if kind == "nuts" else samplers._masked_leapfrog
+    eager = batched_density(e.model, e.load_data(), e.structure, 3)
+    fused = batched_density(e.model, e.load_data(), e.structure, 3, compile=True)
+    want = _transitions(eager, samplers.Step(eager, fn), kind)
+    got = _transitions(fused, samplers.Step(fused, fn), kind)
+    assert fused._fused[fn] is not None, fused.reasons
+    for (q1, st1), (q0, st0) in zip(got, want, strict=True):
+        np.testing.assert_allclose(q1, q0, rtol=1e-4, atol=1e-4)
+        for k in st0:
+            np.testing.assert_allclose(st1[k].double(), st0[k].double(), rtol=1e-3, atol=1e-4)
 
 
 def test_checkpoint_indices_follow_their_definition():
