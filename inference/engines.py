@@ -141,8 +141,8 @@ GENERIC_ENGINES: dict[str, EngineSpec] = {
             budgets={
                 "smoke": {"num_samples": 50, "warmup": 50, "num_chains": 2},
                 "check": {"num_samples": 100, "warmup": 100, "num_chains": 1},
-                "quick": {"num_samples": 500, "warmup": 500, "num_chains": 4},
-                "full": {"num_samples": 1000, "warmup": 1000, "num_chains": 8},
+                "quick": {"num_samples": 300, "warmup": 300, "num_chains": 16},
+                "full": {"num_samples": 1000, "warmup": 1000, "num_chains": 32},
             },
         ),
         declare(

@@ -27,7 +27,10 @@ from .results import NumericalFailure, Run
 from .samplers import Samples
 from .structure import init_strategy
 
-NUTS_CHAINS = 4  # lockstep chains cost little more than one: four by default
+# Chains in lockstep share each step's Python work and compiled call: on eight schools and the
+# logistic regression 32 chains cost about 1.2-1.7x the time of 4 and give 8x the effective
+# draws (benchmarks/RESULTS.md)
+LOCKSTEP_CHAINS = 32
 SUPERCHAIN = 4  # ChEES: chains started together, for nested R-hat
 CHEES_GROUP = 16  # ChEES adapts on the spread across chains: no group smaller than this
 
@@ -259,7 +262,7 @@ def nuts_engine(
     *,
     num_samples: int = 500,
     warmup: int = 500,
-    num_chains: int = NUTS_CHAINS,
+    num_chains: int | None = None,
     jit: bool | None = None,
     target_accept: float = 0.8,
     max_tree_depth: int = 10,
@@ -268,8 +271,10 @@ def nuts_engine(
 ) -> Run:
     """No-U-Turn sampler (Hoffman & Gelman 2014): trajectories end where they turn back. The
     zoo's sampler runs the chains in lockstep on the compiled batched density; ``backend=
-    "pyro"`` runs Pyro's own NUTS (one chain per process), the independent check."""
+    "pyro"`` runs Pyro's own NUTS (one chain per process), the independent check.
+    ``num_chains``: 32 in lockstep; with Pyro's NUTS one per core."""
     if backend == "pyro":
+        num_chains = num_chains or cores()
         return pyro_nuts(
             ctx,
             num_samples=num_samples,
@@ -286,7 +291,7 @@ def nuts_engine(
         samplers.nuts,
         num_samples=num_samples,
         warmup=warmup,
-        num_chains=num_chains,
+        num_chains=num_chains or LOCKSTEP_CHAINS,
         jit=jit,
         parallel=parallel,
         target_accept=target_accept,
@@ -329,7 +334,7 @@ def hmc_engine(
     *,
     num_samples: int = 500,
     warmup: int = 500,
-    num_chains: int = NUTS_CHAINS,
+    num_chains: int = LOCKSTEP_CHAINS,
     jit: bool | None = None,
     target_accept: float = 0.8,
     trajectory_length: float = 2.0,

@@ -321,7 +321,8 @@ def test_profiles_plan() -> None:
     assert plan["beta_bernoulli"]["svi"] == {"num_steps": 1000, "num_samples": 500, "jit": True}
     assert plan["beta_bernoulli"]["exact"] == {}
     # counts: the larger of the profile's and the model's wins, either way round
-    assert plan["gaussian_mixture"]["nuts"]["num_samples"] == 500  # quick's 500 over 300
+    full = by_model(plan_report(["gaussian_mixture"], profile="full"))
+    assert full["gaussian_mixture"]["nuts"]["num_samples"] == 1000  # full's 1000 over 300
     smoke = by_model(plan_report(["gaussian_mixture"], profile="smoke"))
     assert smoke["gaussian_mixture"]["nuts"]["num_samples"] == 300  # the model's over 50
     only = by_model(plan_report(profile="smoke", engines=["exact", "em"]))

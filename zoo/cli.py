@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 PROFILES_HELP = (
-    "quick (default: minutes for the whole zoo), full (publication numbers: long runs, 4 chains) "
+    "quick (default: minutes for the whole zoo), full (publication numbers: long runs, 32 chains) "
     "or smoke (tiny runs that check every page renders)"
 )
 
