@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import shutil
 import time
 import warnings
@@ -50,6 +51,10 @@ MODES = ("compiled", "traced", "vmap", "loop")
 # costs 0.5-1 s with inductor's on-disk cache warm, a few seconds the first time on a machine)
 COMPILE_AFTER_S = 3.0
 BARE_COMPILE_AFTER = 300  # compiled mode: density calls outside a fused step before it compiles
+# ZOO_AUTO_COMPILE=0 keeps runs with jit=None on the traced graph (jit=True still compiles). The
+# test suite sets it: on a fresh machine, with inductor's cache cold, a model's first compile
+# costs 10-20 s, more than a smoke-sized run takes on the traced graph.
+AUTO_COMPILE_ENV = "ZOO_AUTO_COMPILE"
 
 
 class DensityWarning(UserWarning):
@@ -264,8 +269,10 @@ class BatchedDensity:
         return fused
 
     def start_run(self, *, auto_compile: bool) -> None:
-        """A sampler run begins: ``auto_compile`` decides afresh for it (see :meth:`tick`)."""
-        self.auto_compile, self._spent, self._decided = auto_compile, 0.0, False
+        """A sampler run begins: ``auto_compile`` decides afresh for it (see :meth:`tick`),
+        unless the environment turns automatic compiling off (:data:`AUTO_COMPILE_ENV`)."""
+        allowed = os.environ.get(AUTO_COMPILE_ENV, "1").strip().lower() not in ("0", "false", "no")
+        self.auto_compile, self._spent, self._decided = auto_compile and allowed, 0.0, False
 
     def tick(self, iteration: int, total: int) -> None:
         """Called by a sampler after each iteration. With ``auto_compile``, once 2% of the run

@@ -1,3 +1,4 @@
+import os
 import warnings
 
 import pytest
@@ -7,6 +8,11 @@ import zoo
 import zoo.api
 
 warnings.filterwarnings("ignore", category=FutureWarning)
+
+# Runs with jit=None stay on the traced graph in tests (tests that check compiling pass jit=True
+# or compile=True): on a fresh machine inductor's cache is cold and each model's first compile
+# costs 10-20 s, more than the smoke-sized runs themselves (inference/density.py).
+os.environ.setdefault("ZOO_AUTO_COMPILE", "0")
 
 
 @pytest.fixture(scope="session", autouse=True)

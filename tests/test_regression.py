@@ -156,7 +156,7 @@ def test_posterior_predictive_is_gaussian_conditioning():
 
 
 def test_nuts_within_4_mcse_of_exact():
-    run = zoo.run(BLR, "nuts", num_samples=300, warmup=200, num_chains=1, jit=True, seed=0)
+    run = zoo.run(BLR, "nuts", num_samples=300, warmup=200, num_chains=1, seed=0)
     exact = BLR.ground_truth().rows()
     for row in ("beta[0]", "beta[1]"):
         r, (mean, sd) = run.summary.loc[row], exact[row]
@@ -308,7 +308,7 @@ def test_linear_regression_nuts_is_least_squares():
     posterior sd (plus Monte-Carlo error); sigma at the residual sd."""
     data = LINREG.load_data()
     coef, se, resid_sd = ols(data)
-    run = zoo.run(LINREG, "nuts", num_samples=1000, warmup=1000, num_chains=2, jit=True, seed=0)
+    run = zoo.run(LINREG, "nuts", num_samples=1000, warmup=1000, num_chains=2, seed=0)
     assert run.diagnostics["max_r_hat"] < 1.02 and run.diagnostics["divergences"] == 0
     mean, sd, s_mean, s_sd = quadrature_posterior(data)
     for i in range(11):
@@ -536,7 +536,7 @@ def test_logistic_gaussian_approximations_against_long_nuts():
     SVI both get the sds within ~2-3% (median over the 31 coordinates; max ~7%); Laplace is
     centred at the mode, so its means sit ~0.1 sd (up to 0.3 sd) from the posterior means, where
     full-rank SVI's are within ~0.02 sd. Mean field under-states every sd, by ~40% (median)."""
-    nuts = zoo.run(LOGREG, "nuts", num_samples=1000, warmup=1000, num_chains=2, jit=True, seed=0)
+    nuts = zoo.run(LOGREG, "nuts", num_samples=1000, warmup=1000, num_chains=2, seed=0)
     assert nuts.diagnostics["max_r_hat"] < 1.02 and nuts.diagnostics["divergences"] == 0
     rows = ["alpha"] + [f"beta[{i}]" for i in range(30)]
     ref_mean, ref_sd = (nuts.summary.loc[rows, k].to_numpy() for k in ("mean", "sd"))
