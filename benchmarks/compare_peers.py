@@ -210,6 +210,21 @@ class Cell:
     sizes: str = ""
     notes: list[str] = field(default_factory=list)
     error: str | None = None
+    cpu_s: float = math.nan  # CPU seconds of the cell's process and its children
+
+
+class Clock:
+    """Wall and CPU time from its creation: CPU is this process's (all threads) plus its
+    reaped children's (forked chain workers, PyMC's samplers), so that a figure per CPU
+    second holds on a loaded machine, where wall time does not."""
+
+    def __init__(self) -> None:
+        self.wall, self.cpu = time.perf_counter(), self._cpu()
+
+    @staticmethod
+    def _cpu() -> float:
+        t = os.times()
+        return t.user + t.system + t.children_user + t.children_system
 
 
 def run_zoo(name: str, engine: str, seed: int, sizes: tuple[int, int] | None) -> Cell:
@@ -223,13 +238,15 @@ def run_zoo(name: str, engine: str, seed: int, sizes: tuple[int, int] | None) ->
         for key, value in zip(("warmup", "num_samples"), sizes, strict=True):
             if key in spec.defaults:
                 opts[key] = value
-    t = time.perf_counter()
+    clock = Clock()
     run = zoo.run(name, engine, seed=seed, progress=False, **opts)
-    wall = time.perf_counter() - t
+    wall = time.perf_counter() - clock.wall
+    cpu = Clock._cpu() - clock.cpu
     if not run.ok:
         return Cell(error=f"zoo run failed: {run.error}")
     post = run.idata.posterior
     cell = Cell({s: post[s].values for s in continuous_sites(name)}, wall)
+    cell.cpu_s = cpu
     given = {**spec.defaults, **run.options}
     cell.sizes = f"{given.get('num_chains', '?')} x ({given.get('warmup', '?')} + " + (
         f"{given.get('num_samples', '?')})"
@@ -253,7 +270,7 @@ def run_numpyro(name: str, seed: int, warmup: int, draws: int) -> Cell:
     from numpyro.infer import MCMC, NUTS
 
     d = model_data(name)
-    t = time.perf_counter()
+    clock = Clock()
     model = numpyro_model(name, d)
 
     def make() -> MCMC:
@@ -269,7 +286,8 @@ def run_numpyro(name: str, seed: int, warmup: int, draws: int) -> Cell:
     mcmc = make()
     mcmc.run(jax.random.PRNGKey(seed), extra_fields=("num_steps",))
     samples = {k: np.asarray(v) for k, v in mcmc.get_samples(group_by_chain=True).items()}
-    wall = time.perf_counter() - t
+    wall = time.perf_counter() - clock.wall
+    cpu = Clock._cpu() - clock.cpu
     steps = float(np.sum(mcmc.get_extra_fields(group_by_chain=True)["num_steps"]))
     # NumPyro keeps extra fields of the draws only: the warmup's steps are counted in a second,
     # untimed warmup from the same key (the same trajectory)
@@ -277,6 +295,7 @@ def run_numpyro(name: str, seed: int, warmup: int, draws: int) -> Cell:
     again.warmup(jax.random.PRNGKey(seed), extra_fields=("num_steps",), collect_warmup=True)
     steps += float(np.sum(again.get_extra_fields(group_by_chain=True)["num_steps"]))
     cell = Cell({s: samples[s] for s in continuous_sites(name)}, wall, steps)
+    cell.cpu_s = cpu
     cell.sizes = f"{CHAINS} x ({warmup} + {draws})"
     cell.notes.append(f"{jax.device_count()} host devices")
     return cell
@@ -296,7 +315,7 @@ def run_pymc(name: str, seed: int, warmup: int, draws: int) -> Cell:
     import pymc as pm
 
     d = model_data(name)
-    t = time.perf_counter()
+    clock = Clock()
     model = pymc_model(name, d)
     with model:
         idata = pm.sample(
@@ -308,9 +327,11 @@ def run_pymc(name: str, seed: int, warmup: int, draws: int) -> Cell:
             progressbar=False,
             discard_tuned_samples=False,  # keeps the warmup's n_steps
         )
-    wall = time.perf_counter() - t
+    wall = time.perf_counter() - clock.wall
+    cpu = Clock._cpu() - clock.cpu
     post = idata.posterior
     cell = Cell({s: post[s].values for s in continuous_sites(name)}, wall, stats_steps(idata))
+    cell.cpu_s = cpu
     cell.sizes = f"{CHAINS} x ({warmup} + {draws})"
     return cell
 
@@ -320,7 +341,7 @@ def run_nutpie(name: str, seed: int, warmup: int, draws: int) -> Cell:
     import nutpie
 
     d = model_data(name)
-    t = time.perf_counter()
+    clock = Clock()
     compiled = nutpie.compile_pymc_model(pymc_model(name, d))
     idata = nutpie.sample(
         compiled,
@@ -331,9 +352,11 @@ def run_nutpie(name: str, seed: int, warmup: int, draws: int) -> Cell:
         seed=seed,
         progress_bar=False,
     )
-    wall = time.perf_counter() - t
+    wall = time.perf_counter() - clock.wall
+    cpu = Clock._cpu() - clock.cpu
     post = idata.posterior
     cell = Cell({s: post[s].values for s in continuous_sites(name)}, wall, stats_steps(idata))
+    cell.cpu_s = cpu
     cell.sizes = f"{CHAINS} x ({warmup} + {draws})"
     return cell
 
@@ -368,7 +391,7 @@ def run_pyro(name: str, seed: int, warmup: int, draws: int) -> Cell:
     entry = zoo.get_model(name)
     data = entry.load_data()
     pyro.set_rng_seed(seed)
-    t = time.perf_counter()
+    clock = Clock()
     model = config_enumerate(entry.model) if entry.structure.discrete else entry.model
     kernel = CountingNUTS(model, max_plate_nesting=entry.structure.max_plate_nesting)
     with warnings.catch_warnings():
@@ -378,9 +401,11 @@ def run_pyro(name: str, seed: int, warmup: int, draws: int) -> Cell:
         )
     mcmc.run(**data)
     samples = {k: v.numpy() for k, v in mcmc.get_samples(group_by_chain=True).items()}
-    wall = time.perf_counter() - t
+    wall = time.perf_counter() - clock.wall
+    cpu = Clock._cpu() - clock.cpu
     grads = float(sum(mcmc.diagnostics()["gradient_evals"].values()))
     cell = Cell({s: samples[s] for s in continuous_sites(name)}, wall, grads)
+    cell.cpu_s = cpu
     cell.sizes = f"{CHAINS} x ({warmup} + {draws})"
     if not isinstance(mcmc.sampler, _MultiSampler):
         cell.notes.append("chains one after another (Pyro needs cores - 1 >= num_chains)")
@@ -467,6 +492,7 @@ class Row:
     cell: Cell
     ess: float = math.nan
     ess_per_s: float = math.nan
+    ess_per_cpu_s: float = math.nan
     grads_per_ess: float = math.nan
     gap: float = math.nan
 
@@ -482,6 +508,11 @@ def sig(v: float | None) -> str:
 
 
 # ----------------------------------------------------------------------------- machine
+def load_average() -> str:
+    """The 1, 5 and 15 minute load averages, or n/a."""
+    return ", ".join(f"{x:.2f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "n/a"
+
+
 def machine() -> dict[str, str]:
     """CPU model, cores, load average now, Python and package versions."""
     cpu = platform.processor() or "unknown"
@@ -492,12 +523,11 @@ def machine() -> dict[str, str]:
                 break
     except OSError:
         pass
-    load = ", ".join(f"{x:.2f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "n/a"
     info = {
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "cpu": cpu,
         "cores": str(os.cpu_count()),
-        "load average (1, 5, 15 min) before start": load,
+        "load average (1, 5, 15 min) before start": load_average(),
         "python": platform.python_version(),
         "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "unset"),
     }
@@ -538,6 +568,11 @@ NOTES = """\
   excluded. Each cell runs in a fresh Python process, one after another, with the environment's
   `OMP_NUM_THREADS`. The zoo's time is the whole `zoo.run` call, which also recovers discrete
   sites and computes the pointwise log-likelihood.
+- **ESS/CPU s**: the same ESS per CPU second of the cell (its process's threads and its
+  reaped child processes, from `os.times`, over the same span as the wall time): the figure to
+  trust when the machine was not quiet (see the load averages above), since a loaded machine
+  stretches wall time but hardly CPU time. A tool that keeps both cores busy spends about twice
+  its wall time.
 - **grads/ESS**: gradient evaluations (leapfrog steps) over all chains, warmup included, per
   effective draw; free of the machine's speed. NumPyro: `num_steps` of the draws plus those of a
   second, untimed warmup from the same key; PyMC and nutpie: `n_steps` of the warmup and the
@@ -567,7 +602,7 @@ def write_results(
     path: Path,
     info: dict[str, str],
     rows: list[Row],
-    ratios: list[tuple[str, str, float, str]],
+    ratios: list[tuple[str, str, float, str, float]],
     skipped: list[str],
     command: str,
 ) -> None:
@@ -587,22 +622,27 @@ def write_results(
         lines += [
             f"## {model}",
             "",
-            "| tool | chains x (warmup + draws) | wall s | min ESS | ESS/s | grad evals "
-            "| grads/ESS | max abs Δmean/sd | notes |",
-            "|---|---|---|---|---|---|---|---|---|",
+            "| tool | chains x (warmup + draws) | wall s | CPU s | min ESS | ESS/s | ESS/CPU s "
+            "| grad evals | grads/ESS | max abs Δmean/sd | notes |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for r in (r for r in rows if r.model == model):
             c = r.cell
             notes = c.error or "; ".join(c.notes)
             lines.append(
-                f"| {r.tool} | {c.sizes} | {fmt(c.wall_s)} | {fmt(r.ess, 0)} | "
-                f"{sig(r.ess_per_s)} | {fmt(c.gradient_evals, 0)} | {fmt(r.grads_per_ess)} "
+                f"| {r.tool} | {c.sizes} | {fmt(c.wall_s)} | {fmt(c.cpu_s)} | {fmt(r.ess, 0)} | "
+                f"{sig(r.ess_per_s)} | {sig(r.ess_per_cpu_s)} | {fmt(c.gradient_evals, 0)} "
+                f"| {fmt(r.grads_per_ess)} "
                 f"| {fmt(r.gap, 2)} | {notes} |"
             )
         lines.append("")
-    lines += ["## Ratios", "", "| model | zoo engine | zoo ESS/s ÷ best peer ESS/s | best peer |"]
-    lines += ["|---|---|---|---|"]
-    lines += [f"| {m} | {e} | {sig(v)} | {p} |" for m, e, v, p in ratios]
+    lines += [
+        "## Ratios",
+        "",
+        "| model | zoo engine | zoo ESS/s ÷ best peer ESS/s | best peer | same, per CPU second |",
+        "|---|---|---|---|---|",
+    ]
+    lines += [f"| {m} | {e} | {sig(v)} | {p} | {sig(c)} |" for m, e, v, p, c in ratios]
     lines.append("")
     if skipped:
         lines += ["## Skipped", "", *[f"- {s}" for s in skipped], ""]
@@ -658,7 +698,7 @@ def main(argv: list[str] | None = None) -> None:
         else:
             peers.append(peer)
     rows: list[Row] = []
-    ratios: list[tuple[str, str, float, str]] = []
+    ratios: list[tuple[str, str, float, str, float]] = []
     for model in models:
         tools = []
         for engine in engines:
@@ -676,6 +716,7 @@ def main(argv: list[str] | None = None) -> None:
             if cell.error is None:
                 row.ess = min_ess(cell.draws)
                 row.ess_per_s = row.ess / cell.wall_s
+                row.ess_per_cpu_s = row.ess / cell.cpu_s if cell.cpu_s > 0 else math.nan
                 if cell.gradient_evals:
                     row.grads_per_ess = cell.gradient_evals / row.ess
             model_rows.append(row)
@@ -687,7 +728,8 @@ def main(argv: list[str] | None = None) -> None:
             r.gap = mean_gap(r.cell.draws, ref.cell.draws)
             print(
                 f"{model} {r.tool}: {r.cell.sizes}, wall {r.cell.wall_s:.1f} s, "
-                f"min ESS {r.ess:.0f}, ESS/s {r.ess_per_s:.3g}, grads/ESS "
+                f"CPU {r.cell.cpu_s:.1f} s, min ESS {r.ess:.0f}, ESS/s {r.ess_per_s:.3g}, "
+                f"ESS/CPU s {r.ess_per_cpu_s:.3g}, grads/ESS "
                 f"{fmt(r.grads_per_ess)}, max |mean diff|/sd vs {ref.tool} {r.gap:.2f}"
                 + (f" ({'; '.join(r.cell.notes)})" if r.cell.notes else ""),
                 flush=True,
@@ -695,10 +737,14 @@ def main(argv: list[str] | None = None) -> None:
         rows += model_rows
         peer_rows = [r for r in ok if not r.tool.startswith("zoo:")]
         best = max(peer_rows, key=lambda r: r.ess_per_s, default=None)
+        best_cpu = max(peer_rows, key=lambda r: r.ess_per_cpu_s, default=None)
         for r in (r for r in model_rows if r.tool.startswith("zoo:")):
-            value = r.ess_per_s / best.ess_per_s if best and r.cell.error is None else math.nan
-            ratios.append((model, r.tool[4:], value, best.tool if best else "none ran"))
-    for model, engine, value, _ in ratios:
+            ok_run = best is not None and r.cell.error is None
+            value = r.ess_per_s / best.ess_per_s if ok_run else math.nan
+            cpu = r.ess_per_cpu_s / best_cpu.ess_per_cpu_s if ok_run else math.nan
+            ratios.append((model, r.tool[4:], value, best.tool if best else "none ran", cpu))
+    info["load average (1, 5, 15 min) at the end"] = load_average()
+    for model, engine, value, _, _ in ratios:
         print(f"RATIO {model}-{engine} {value:.4g}")
     command = "python benchmarks/compare_peers.py " + " ".join(argv or sys.argv[1:])
     write_results(Path(args.out), info, rows, ratios, skipped, command.strip())

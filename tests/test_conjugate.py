@@ -130,9 +130,7 @@ def test_gamma_poisson_svi_conjugate_guide_is_exact():
 
 
 def test_gamma_poisson_nuts():
-    run = zoo.run(
-        "gamma_poisson", "nuts", seed=1, num_samples=300, warmup=200, num_chains=1
-    )
+    run = zoo.run("gamma_poisson", "nuts", seed=1, num_samples=300, warmup=200, num_chains=1)
     within_mcse(run, GP.ground_truth())
     assert run.summary.loc["rate", "sd"] == pytest.approx(2 / 3, rel=0.2)
 
@@ -215,9 +213,7 @@ def test_normal_normal_svi_full_rank_and_own_guide():
 
 
 def test_normal_normal_nuts():
-    run = zoo.run(
-        "normal_normal", "nuts", seed=1, num_samples=300, warmup=200, num_chains=1
-    )
+    run = zoo.run("normal_normal", "nuts", seed=1, num_samples=300, warmup=200, num_chains=1)
     within_mcse(run, NN.ground_truth())
 
 
@@ -406,9 +402,7 @@ def test_normal_gamma_gibbs():
 
 
 def test_normal_gamma_nuts():
-    run = zoo.run(
-        "normal_gamma", "nuts", seed=2, num_samples=300, warmup=200, num_chains=1
-    )
+    run = zoo.run("normal_gamma", "nuts", seed=2, num_samples=300, warmup=200, num_chains=1)
     within_mcse(run, NG.ground_truth())
     assert run.diagnostics["divergences"] == 0
 
@@ -650,7 +644,5 @@ def test_dirichlet_bigram_svi_conjugate_guide():
 
 @pytest.mark.slow
 def test_dirichlet_bigram_nuts():
-    run = zoo.run(
-        "dirichlet_bigram", "nuts", seed=0, num_samples=300, warmup=300, num_chains=1
-    )
+    run = zoo.run("dirichlet_bigram", "nuts", seed=0, num_samples=300, warmup=300, num_chains=1)
     within_mcse(run, DB.ground_truth())
