@@ -221,7 +221,7 @@ def test_lockstep_nuts_agrees_with_pyros_nuts_on_an_enumerated_mixture():
 
 
 def test_lockstep_nuts_agrees_with_pyros_nuts_on_eight_schools():
-    a, b = _pair("eight_schools_noncentered", num_samples=400, warmup=400, num_chains=2)
+    a, b = _pair("eight_schools_noncentered", num_samples=250, warmup=250, num_chains=2)
     _agree_pair(a, b, ["mu", "tau", "eta[0]"])
 
 

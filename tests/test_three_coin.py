@@ -116,7 +116,7 @@ def test_ground_truth_agrees_with_an_independent_grid():
 
 
 def test_nuts_matches_exact_posterior():
-    run = zoo.run("three_coin", "nuts", num_samples=200, warmup=150, seed=0)
+    run = zoo.run("three_coin", "nuts", num_samples=200, warmup=150, num_chains=4, seed=0)
     truth = ENTRY.ground_truth()
     exact = truth.rows()
     for row in ("pi", "p", "q", "z[0]", "z[2]"):
