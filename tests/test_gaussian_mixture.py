@@ -1,16 +1,19 @@
 """gaussian_mixture on Old Faithful: EM (monotone, equal to scikit-learn's), exact enumeration
-(-TraceEnum_ELBO at fixed parameters equals the exact log-likelihood), NUTS near the MLE."""
+(-TraceEnum_ELBO at fixed parameters equals the exact log-likelihood), NUTS near the MLE, Gibbs
+equal to NUTS within Monte-Carlo error (and its two inner samplers checked on known laws)."""
 
 import numpy as np
 import pyro
 import pytest
 import torch
 from scipy.special import logsumexp
-from scipy.stats import norm
+from scipy.stats import norm, truncnorm
+from seeding import shifted
 
 import zoo
 from inference.discrete import empty_guide as _empty_guide
 from inference.discrete import enumerated
+from zoo.models.mixtures import slice_sample, truncated_normal
 
 ENTRY = zoo.get_model("gaussian_mixture")
 
@@ -95,8 +98,15 @@ def test_minus_traceenum_loss_is_the_exact_loglik(em_run):
     assert -loss - log_prior == pytest.approx(exact, abs=2e-3)
 
 
-def test_nuts_posterior_is_near_the_mle(em_run):
-    run = zoo.run("gaussian_mixture", "nuts", num_samples=150, warmup=150, num_chains=2, seed=0)
+@pytest.fixture(scope="module")
+def nuts_run():
+    return zoo.run(
+        "gaussian_mixture", "nuts", num_samples=150, warmup=150, num_chains=2, jit=False, seed=0
+    )
+
+
+def test_nuts_posterior_is_near_the_mle(em_run, nuts_run):
+    run = nuts_run
     est = em_run.extras["estimate"]
     for site in ("weights", "locs", "scales"):
         for k in range(2):
@@ -106,3 +116,78 @@ def test_nuts_posterior_is_near_the_mle(em_run):
     assert run.diagnostics["max_r_hat"] < 1.1
     z = run.idata.posterior["z"].values
     assert z.shape == (2, 150, 272) and set(np.unique(z)) <= {0, 1}
+
+
+@pytest.fixture(scope="module")
+def gibbs_run():
+    return zoo.run("gaussian_mixture", "gibbs", seed=0)
+
+
+def test_gibbs_agrees_with_nuts_within_monte_carlo_error(gibbs_run, nuts_run):
+    """Two samplers of one posterior: their means differ by no more than their joint Monte-Carlo
+    standard error allows (MCSE of each from its own chains' ESS, ArviZ)."""
+    az = pytest.importorskip("arviz")
+    assert gibbs_run.diagnostics["max_r_hat"] < 1.05
+    for site in ("weights", "locs", "scales"):
+        a, b = gibbs_run.idata.posterior[[site]], nuts_run.idata.posterior[[site]]
+        se = np.hypot(az.mcse(a)[site].values, az.mcse(b)[site].values)
+        diff = a[site].mean(("chain", "draw")).values - b[site].mean(("chain", "draw")).values
+        assert np.all(np.abs(diff) < 5 * se), (site, diff, se)
+        # the spreads agree too: the sd of 4000 Gibbs draws within 25% of 300 NUTS draws'
+        sd_a, sd_b = a[site].std(("chain", "draw")).values, b[site].std(("chain", "draw")).values
+        np.testing.assert_allclose(sd_a, sd_b, rtol=0.25)
+    # the ordering constraint holds in every draw: no label switching to undo
+    locs = gibbs_run.idata.posterior["locs"].values
+    assert np.all(locs[..., 0] < locs[..., 1])
+
+
+def test_gibbs_assignments_match_nuts_responsibilities(gibbs_run, nuts_run):
+    """P(z_n = 1 | y) two ways: the frequency of z_n = 1 in the Gibbs draws, and the average over
+    NUTS's parameter draws of the responsibility w_1 N(y_n | mu_1, s_1) / sum_k w_k N(y_n | mu_k,
+    s_k) (Rao-Blackwellised). They differ by Monte-Carlo error only."""
+    y = ENTRY.load_data()["y"].numpy().astype(float)
+    post = nuts_run.idata.posterior
+    w, mu, sd = (post[k].values.reshape(-1, 2) for k in ("weights", "locs", "scales"))
+    log_r = np.log(w)[:, None] + norm.logpdf(y[None, :, None], mu[:, None], sd[:, None])
+    r1 = np.exp(log_r[..., 1] - logsumexp(log_r, axis=-1))  # (draws, N)
+    z = gibbs_run.idata.posterior["z"].values
+    p = z.reshape(-1, z.shape[-1]).mean(0)
+    # Gibbs: 4000 correlated draws, counted as 500 independent ones; NUTS: 300 draws as 100
+    se = np.sqrt(p * (1 - p) / 500 + r1.var(0) / 100)
+    assert np.all(np.abs(p - r1.mean(0)) < 5 * se + 0.01)
+    assert np.abs(p - r1.mean(0)).max() > 0 and p.min() < 0.05 and p.max() > 0.95
+
+
+def test_slice_sampler_leaves_a_known_law_invariant():
+    """Chains of slice updates on N(1, 2^2) and on Gamma(3, 1) in log space reach their moments."""
+    np.random.seed(shifted(0))
+
+    def log_p(t):
+        return np.stack([norm.logpdf(t[0], 1.0, 2.0), 3 * t[1] - np.exp(t[1])])
+
+    x = np.zeros((2, 200))  # 200 independent chains of each law
+    draws = []
+    for i in range(300):
+        x = slice_sample(log_p, x)
+        if i >= 50:
+            draws.append(x)
+    d = np.array(draws)  # (250, 2, 200): draws are correlated within a chain, not across
+    chain_means = d.mean(0)
+    se = chain_means.std(1) / np.sqrt(200)
+    assert abs(chain_means[0].mean() - 1.0) < 5 * se[0]
+    assert abs(np.exp(d[:, 1]).mean() - 3.0) < 5 * np.exp(d[:, 1]).mean(0).std() / np.sqrt(200)
+    assert np.var(d[:, 0]) == pytest.approx(4.0, rel=0.1)
+
+
+def test_truncated_normal_draws_have_scipys_moments():
+    np.random.seed(shifted(1))
+    n = 20000
+    loc, sd, low, high = np.full(n, 0.5), np.full(n, 2.0), np.full(n, -1.0), np.full(n, 1.5)
+    x = truncated_normal(loc, sd, low, high)
+    assert x.min() >= -1.0 and x.max() <= 1.5
+    law = truncnorm((-1.0 - 0.5) / 2.0, (1.5 - 0.5) / 2.0, loc=0.5, scale=2.0)
+    assert x.mean() == pytest.approx(law.mean(), abs=5 * law.std() / np.sqrt(n))
+    assert x.std() == pytest.approx(law.std(), rel=0.03)
+    # deep in a tail, where both CDF values round to one: still inside the interval
+    far = truncated_normal(np.zeros(3), np.ones(3), np.full(3, 40.0), np.full(3, 41.0))
+    assert np.all((far >= 40.0) & (far <= 41.0))

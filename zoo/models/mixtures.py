@@ -11,7 +11,7 @@ import pyro.distributions as dist
 import torch
 from pyro.distributions import constraints
 from pyro.ops.indexing import Vindex
-from scipy.special import logsumexp
+from scipy.special import logsumexp, ndtr, ndtri
 from tqdm.auto import tqdm
 
 import zoo
@@ -229,7 +229,7 @@ def gaussian_mixture(y: torch.Tensor, K: int = 2) -> None:
 
 
 @gaussian_mixture.set_guide
-def _(y: torch.Tensor, K: int = 2) -> None:
+def _(y: torch.Tensor, K: int) -> None:
     """Mean-field guide on the globals: Dirichlet weights, LogNormal spreads, and the ordered means
     as a Normal on their unconstrained coordinates (first mean, log gaps) pushed through the
     ordering transform. The assignments z are enumerated exactly in the model. Means start at the
@@ -322,3 +322,377 @@ def _(
         log_evidence=trace[-1],
         extras={"responsibilities": gamma[:, order]},
     )
+
+
+def slice_sample(
+    log_density: Any, x0: np.ndarray, width: float = 1.0, max_steps: int = 50
+) -> np.ndarray:
+    """One univariate slice-sampling update of every element of ``x0`` (Neal 2003, stepping out
+    then shrinkage), each element under its own density ``log_density(x)`` (elementwise).
+
+    Draw a level under the density at x0, find an interval around x0 whose ends lie below it,
+    then draw uniformly in the interval, shrinking it towards x0 on each rejection. The update
+    leaves the density invariant, so it can stand in for an exact draw inside Gibbs.
+    """
+    x0 = np.asarray(x0, dtype=float)
+    level = log_density(x0) - np.random.exponential(size=x0.shape)
+    lo = x0 - width * np.random.uniform(size=x0.shape)
+    hi = lo + width
+    for _ in range(max_steps):
+        out = log_density(lo) > level
+        if not out.any():
+            break
+        lo = np.where(out, lo - width, lo)
+    for _ in range(max_steps):
+        out = log_density(hi) > level
+        if not out.any():
+            break
+        hi = np.where(out, hi + width, hi)
+    x, done = x0.copy(), np.zeros(x0.shape, dtype=bool)
+    while not done.all():
+        x1 = np.random.uniform(lo, hi)
+        accept = ~done & (log_density(x1) > level)
+        x = np.where(accept, x1, x)
+        done |= accept
+        lo = np.where(~done & (x1 < x0), x1, lo)
+        hi = np.where(~done & (x1 >= x0), x1, hi)
+    return x
+
+
+def truncated_normal(
+    loc: np.ndarray, sd: np.ndarray, low: np.ndarray, high: np.ndarray
+) -> np.ndarray:
+    """One draw of N(loc, sd^2) restricted to (low, high), elementwise, by inverting its CDF."""
+    a, b = ndtr((low - loc) / sd), ndtr((high - loc) / sd)
+    u = np.random.uniform(size=np.shape(loc))
+    # in the far tail a and b round to the same number: the clip keeps the draw in (low, high)
+    p = np.clip(a + u * (b - a), 1e-300, 1 - 1e-16)
+    return np.clip(loc + sd * ndtri(p), low, high)
+
+
+def gmm_gibbs_sweep(
+    y: np.ndarray,
+    w: np.ndarray,
+    mu: np.ndarray,
+    s: np.ndarray,
+    prior: tuple[float, float, float, float],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """One Gibbs sweep for the Bayesian 1-D mixture of :func:`gaussian_mixture`, every chain at
+    once (arrays (chains, K); ``y`` (N,)). ``prior`` = (m0, s0, log-scale mean, log-scale sd).
+
+    z_n | .      ~ Categorical(w_k N(y_n | mu_k, s_k^2))        (002 §18.2 responsibilities)
+    w | z        ~ Dirichlet(1 + N_k)                           (Dirichlet-categorical)
+    mu_k | .     ~ N(m_k, v_k) on (mu_{k-1}, mu_{k+1})          (the prior's ordering)
+                   v_k = 1 / (1/s0^2 + N_k/s_k^2), m_k = v_k (m0/s0^2 + sum_{z_n=k} y_n / s_k^2)
+    log s_k | .  ∝ N(log s_k | l0, ls^2) s_k^(-N_k) exp(-S_k / (2 s_k^2)),
+                   S_k = sum_{z_n=k} (y_n - mu_k)^2  (LogNormal prior: not conjugate but
+                   log-concave in log s_k: one slice-sampling step)
+    """
+    m0, s0, l0, ls = prior
+    chains, K = mu.shape
+    log_r = np.log(w / s)[:, None] - 0.5 * ((y[None, :, None] - mu[:, None]) / s[:, None]) ** 2
+    r = np.exp(log_r - log_r.max(-1, keepdims=True))
+    r /= r.sum(-1, keepdims=True)
+    z = (r.cumsum(-1) > np.random.uniform(size=r.shape[:2])[..., None]).argmax(-1)
+    onehot = z[..., None] == np.arange(K)  # (chains, N, K)
+    nk = onehot.sum(1)
+    w = np.stack([np.random.dirichlet(1.0 + n) for n in nk])
+    sum_y = (onehot * y[None, :, None]).sum(1)
+    for k in range(K):  # one coordinate at a time: each mean is bounded by its neighbours
+        prec = 1 / s0**2 + nk[:, k] / s[:, k] ** 2
+        loc = (m0 / s0**2 + sum_y[:, k] / s[:, k] ** 2) / prec
+        low = mu[:, k - 1] if k > 0 else np.full(chains, -np.inf)
+        high = mu[:, k + 1] if k < K - 1 else np.full(chains, np.inf)
+        mu[:, k] = truncated_normal(loc, 1 / np.sqrt(prec), low, high)
+    sq = (onehot * (y[None, :, None] - mu[:, None]) ** 2).sum(1)
+
+    def log_cond(t: np.ndarray) -> np.ndarray:
+        return -0.5 * ((t - l0) / ls) ** 2 - nk * t - 0.5 * sq * np.exp(-2 * t)
+
+    s = np.exp(slice_sample(log_cond, np.log(s)))
+    return z, w, mu, s
+
+
+@gaussian_mixture.reference("gibbs")
+def _(
+    y: torch.Tensor,
+    K: int,
+    *,
+    num_samples: int = 1000,
+    warmup: int = 500,
+    num_chains: int = 4,
+    progress: bool = False,
+) -> zoo.Draws:
+    """Gibbs sampler on the model's own posterior (ordered means, LogNormal spreads: one
+    slice-sampling step for each spread); chains start from random data points."""
+    y = y.double().numpy()
+    # the model's priors, stated once on the model (gaussian_mixture's docstring)
+    prior = (3.0, 2.0, float(np.log(0.5)), 1.0)
+    mu = np.sort(np.random.choice(y, size=(num_chains, K)), axis=1)
+    mu += 1e-6 * np.arange(K)  # ties between two starting points would break the ordering
+    s = np.full((num_chains, K), y.std())
+    w = np.full((num_chains, K), 1.0 / K)
+    out = {
+        "weights": np.empty((num_chains, num_samples, K)),
+        "locs": np.empty((num_chains, num_samples, K)),
+        "scales": np.empty((num_chains, num_samples, K)),
+        "z": np.empty((num_chains, num_samples, y.size), dtype=np.int64),
+    }
+    for t in tqdm(range(warmup + num_samples), desc="gibbs", disable=not progress, leave=False):
+        z, w, mu, s = gmm_gibbs_sweep(y, w, mu, s, prior)
+        if t >= warmup:
+            i = t - warmup
+            out["weights"][:, i], out["locs"][:, i], out["scales"][:, i] = w, mu, s
+            out["z"][:, i] = z
+    return zoo.Draws(out, chains=True)
+
+
+# --------------------------------------------------------------- dirichlet_process_mixture
+
+
+def stick_breaking(v: torch.Tensor) -> torch.Tensor:
+    """Truncated stick-breaking (seed 000 §2.3.1, L549–556): pi_k = v_k prod_{j<k} (1 - v_j) for
+    k < T, and pi_T = prod_{j<T} (1 - v_j), the rest of the stick, so the T weights sum to one.
+    ``v`` (..., T - 1) -> (..., T)."""
+    rest = torch.cumprod(1 - v, dim=-1)  # what is left of the stick after each break
+    ones = torch.ones_like(v[..., :1])
+    return torch.cat([v, ones], -1) * torch.cat([ones, rest], -1)
+
+
+def crp_expected_clusters(n: int, alpha: float) -> float:
+    """E[number of tables after n customers] = sum_{i=1}^n alpha / (alpha + i - 1): customer i
+    opens a new table with probability alpha / (alpha + i - 1) (seed 000 §2.3.3, L622)."""
+    return float(sum(alpha / (alpha + i - 1) for i in range(1, n + 1)))
+
+
+def crp_partition(n: int, alpha: float, rng: np.random.Generator) -> np.ndarray:
+    """Table labels of n customers seated by the Chinese restaurant process (the Pólya urn of
+    000 §2.3.3): customer i joins table h with probability n_h / (alpha + i - 1) and opens a new
+    one with probability alpha / (alpha + i - 1)."""
+    labels = np.zeros(n, dtype=np.int64)
+    counts: list[int] = []
+    for i in range(n):
+        p = np.array([*counts, alpha], dtype=float) / (alpha + i)
+        h = int(rng.choice(len(p), p=p))
+        if h == len(counts):
+            counts.append(0)
+        counts[h] += 1
+        labels[i] = h
+    return labels
+
+
+def _three_clusters(seed: int = 0) -> dict[str, Any]:
+    """80 points from three clusters (the synthetic generator, at its default truth)."""
+    return _dp_synthetic(seed)[0]
+
+
+DP_TRUTH = {"weights": (0.5, 0.3, 0.2), "locs": (-2.5, 0.5, 3.0)}
+
+
+def _dp_synthetic(seed: int, n: int = 80) -> tuple[dict[str, Any], dict[str, Any]]:
+    rng = np.random.default_rng(seed)
+    z = rng.choice(3, size=n, p=DP_TRUTH["weights"])
+    y = np.asarray(DP_TRUTH["locs"])[z] + 0.5 * rng.standard_normal(n)
+    truth = {
+        "num_clusters": 3,
+        "z": torch.tensor(z),
+        **{k: torch.tensor(v) for k, v in DP_TRUTH.items()},
+    }
+    return {"y": torch.tensor(y, dtype=torch.float32), "alpha": 1.0, "T": 10}, truth
+
+
+@zoo.register(
+    data=_three_clusters,
+    engines=("svi", "nuts"),
+    params=("ranked_weights", "ranked_locs"),
+    engine_options={"svi": {"num_steps": 1500, "lr": 0.05}},
+    seed_ref="000 §2.3 (L543–647)",
+)
+def dirichlet_process_mixture(
+    y: torch.Tensor,
+    alpha: float = 1.0,
+    T: int = 10,
+    sigma: float = 0.5,
+    mu0: float = 0.0,
+    tau0: float = 3.0,
+) -> None:
+    r"""Dirichlet-process mixture of normals (known spread), truncated stick-breaking form.
+
+    Generative story (seed 000 §2.3.1 L549–556 and §2.3.3 L614; truncated at T components)::
+
+        v_k       ~ Beta(1, alpha),  k = 1..T-1          stick breaks
+        pi        = stick_breaking(v)                     pi_k = v_k prod_{j<k} (1 - v_j)
+        theta_k   ~ N(mu0, tau0^2),  k = 1..T             atoms from the base measure P0
+        z_i       ~ Categorical(pi)                       component of observation i
+        y_i | z_i ~ N(theta_{z_i}, sigma^2),  i = 1..N    the kernel K(y | theta)
+
+             alpha --> v --> pi --> (z_i) --> [y_i] <-- theta_k <-- P0     i = 1..N, k = 1..T
+
+    With T -> infinity this is y_i ~ K(theta_i), theta_i ~ P, P ~ DP(alpha, P0); integrating
+    P out gives the Chinese restaurant process, whose expected number of occupied tables after
+    n draws is sum_i alpha / (alpha + i - 1) (2.93 at alpha = 1, n = 10). alpha = 1 says "a few
+    clusters" (about 5 for 80 points a priori); P0 = N(0, 3^2) covers the data's range, and
+    sigma = 0.5 is the known within-cluster spread (the conjugate case of the seed's Gibbs
+    sampler: a new cluster's predictive is N(y | mu0, sigma^2 + tau0^2), L636). T = 10 leaves
+    the last component a prior mass E[pi_T] = (alpha / (1 + alpha))^(T-1) = 0.002.
+
+    Label switching: the stick prior favours early components but does not fix their order,
+    so the compared sites are relabelled: ``ranked_weights`` are the weights in decreasing
+    order and ``ranked_locs`` the atoms in that order (the same relabelling for every engine;
+    the Gibbs sampler, which keeps no labels, reports its clusters by decreasing size).
+    """
+    v = pyro.sample("v", dist.Beta(1.0, alpha).expand([T - 1]).to_event(1))
+    weights = pyro.deterministic("weights", stick_breaking(v), event_dim=1)
+    locs = pyro.sample("locs", dist.Normal(mu0, tau0).expand([T]).to_event(1))
+    order = torch.argsort(weights, dim=-1, descending=True)
+    pyro.deterministic("ranked_weights", torch.gather(weights, -1, order), event_dim=1)
+    pyro.deterministic("ranked_locs", torch.gather(locs, -1, order), event_dim=1)
+    with pyro.plate("data", len(y)):
+        z = pyro.sample("z", dist.Categorical(weights))
+        pyro.sample("y", dist.Normal(Vindex(locs)[..., z], sigma), obs=y)
+
+
+@dirichlet_process_mixture.set_guide
+def _(y: torch.Tensor, alpha: float, T: int) -> None:
+    """Mean-field: q(v_k) = Beta(a_k, b_k), q(theta_k) = N(m_k, s_k^2); z enumerated exactly in
+    the model (TraceEnum_ELBO). Sticks start at the prior and every atom near the data's mean:
+    the fit then opens components one by one, where atoms spread over the data's quantiles
+    leave it at a local optimum that splits every cluster."""
+    a = pyro.param("q_v_a", torch.ones(T - 1), constraint=constraints.positive)
+    b = pyro.param("q_v_b", torch.full((T - 1,), float(alpha)), constraint=constraints.positive)
+    pyro.sample("v", dist.Beta(a, b).to_event(1))
+    m = pyro.param("q_locs_loc", lambda: y.mean() + 0.1 * torch.randn(T))
+    s = pyro.param("q_locs_scale", torch.full((T,), 0.3), constraint=constraints.positive)
+    pyro.sample("locs", dist.Normal(m, s).to_event(1))
+
+
+def crp_gibbs_sweep(
+    y: np.ndarray,
+    labels: np.ndarray,
+    atoms: list[float],
+    alpha: float,
+    sigma: float,
+    mu0: float,
+    tau0: float,
+) -> tuple[np.ndarray, list[float]]:
+    """One sweep of Neal's (2000) algorithm 2, the seed's DPMM Gibbs sampler (000 §2.3.4).
+
+    Step 1 (L636, conditioning on S_{-i}: the print's "S_{i-1}" is a typo), for each i:
+        P(S_i = c | S_{-i}, theta*) ∝ n_c^{(-i)} N(y_i | theta*_c, sigma^2)      existing c
+        P(S_i = new | S_{-i})       ∝ alpha N(y_i | mu0, sigma^2 + tau0^2)      (∫ K dP0)
+      a new cluster draws its atom from theta | y_i; an emptied cluster is dropped.
+    Step 2 (L640): theta*_c | y ~ N(m_c, v_c), v_c = 1 / (1/tau0^2 + n_c/sigma^2),
+        m_c = v_c (mu0/tau0^2 + sum_{S_i = c} y_i / sigma^2).
+    """
+    atoms_arr = list(atoms)
+    counts = list(np.bincount(labels, minlength=len(atoms_arr)))
+    s2, t2 = sigma**2, tau0**2
+    log_new = np.log(alpha) - 0.5 * np.log(2 * np.pi * (s2 + t2))
+    for i, yi in enumerate(y):
+        c = labels[i]
+        counts[c] -= 1
+        if counts[c] == 0:  # the singleton's cluster goes; later labels shift down
+            del counts[c], atoms_arr[c]
+            labels[labels > c] -= 1
+        th = np.asarray(atoms_arr)
+        logw = np.log(np.asarray(counts, dtype=float)) - 0.5 * (yi - th) ** 2 / s2
+        logw = np.append(
+            logw - 0.5 * np.log(2 * np.pi * s2), log_new - 0.5 * (yi - mu0) ** 2 / (s2 + t2)
+        )
+        p = np.exp(logw - logw.max())
+        c = int(np.searchsorted(np.cumsum(p), np.random.uniform() * p.sum()))
+        if c == len(counts):
+            v = 1 / (1 / t2 + 1 / s2)
+            atoms_arr.append(
+                float(v * (mu0 / t2 + yi / s2) + np.sqrt(v) * np.random.standard_normal())
+            )
+            counts.append(0)
+        counts[c] += 1
+        labels[i] = c
+    n = np.asarray(counts, dtype=float)
+    sums = np.bincount(labels, weights=y, minlength=len(counts))
+    v = 1 / (1 / t2 + n / s2)
+    atoms_arr = list(v * (mu0 / t2 + sums / s2) + np.sqrt(v) * np.random.standard_normal(len(n)))
+    return labels, atoms_arr
+
+
+def crp_to_sticks(
+    labels: np.ndarray, atoms: list[float], alpha: float, T: int, mu0: float, tau0: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A CRP state in the truncated model's coordinates: clusters relabelled by decreasing size,
+    v_k ~ Beta(1 + n_k, alpha + sum_{j>k} n_j) (the sticks' conditional given the labels),
+    atoms of empty components drawn from P0. A state with more than T clusters (rare when
+    E[pi_T] is small) has its smallest ones folded into component T, at their size-weighted
+    mean atom."""
+    counts = np.bincount(labels)
+    rank = np.argsort(-counts, kind="stable")
+    relabel = np.empty_like(rank)
+    relabel[rank] = np.minimum(np.arange(rank.size), T - 1)
+    atoms_sorted = np.asarray(atoms)[rank]
+    if rank.size > T:
+        tail = counts[rank][T - 1 :]
+        atoms_sorted[T - 1] = (tail * atoms_sorted[T - 1 :]).sum() / tail.sum()
+        atoms_sorted = atoms_sorted[:T]
+    n = np.bincount(relabel[labels], minlength=T).astype(float)
+    after = n[::-1].cumsum()[::-1]  # sum_{j >= k} n_j
+    v = np.random.beta(1 + n[:-1], alpha + after[1:])
+    locs = mu0 + tau0 * np.random.standard_normal(T)
+    locs[: atoms_sorted.size] = atoms_sorted
+    return v, locs, relabel[labels]
+
+
+@dirichlet_process_mixture.reference("gibbs")
+def _(
+    y: torch.Tensor,
+    alpha: float,
+    T: int,
+    sigma: float,
+    mu0: float,
+    tau0: float,
+    *,
+    num_samples: int = 500,
+    warmup: int = 500,
+    num_chains: int = 2,
+    progress: bool = False,
+) -> zoo.Draws:
+    """Chinese-restaurant Gibbs sampler (Neal's algorithm 2, seed 000 §2.3.4) on the untruncated
+    DP mixture; chains start with every point at one table. Draws are reported in the truncated
+    model's coordinates (clusters by decreasing size). Single-site updates split and merge
+    clusters slowly (two clusters on one location trade points by a random walk): hence the
+    long warmup."""
+    if not alpha > 0:
+        raise zoo.ZooError(f"alpha must be positive, got {alpha!r}")
+    ys = y.double().numpy()
+    n = ys.size
+    out: dict[str, np.ndarray] = {
+        "v": np.empty((num_chains, num_samples, T - 1)),
+        "locs": np.empty((num_chains, num_samples, T)),
+        "z": np.empty((num_chains, num_samples, n), dtype=np.int64),
+    }
+    clusters = np.empty((num_chains, num_samples), dtype=np.int64)
+    steps = range(num_chains * (warmup + num_samples))
+    bar = tqdm(steps, desc="gibbs", disable=not progress, leave=False)
+    for chain in range(num_chains):
+        labels, atoms = np.zeros(n, dtype=np.int64), [float(ys.mean())]
+        for t in range(warmup + num_samples):
+            labels, atoms = crp_gibbs_sweep(ys, labels, atoms, alpha, sigma, mu0, tau0)
+            bar.update()
+            if t >= warmup:
+                i = t - warmup
+                v, locs, z = crp_to_sticks(labels, atoms, alpha, T, mu0, tau0)
+                out["v"][chain, i], out["locs"][chain, i], out["z"][chain, i] = v, locs, z
+                clusters[chain, i] = len(atoms)
+    bar.close()
+    weights = stick_breaking(torch.as_tensor(out["v"])).numpy()
+    order = np.argsort(-weights, axis=-1, kind="stable")
+    out["weights"] = weights
+    out["ranked_weights"] = np.take_along_axis(weights, order, -1)
+    out["ranked_locs"] = np.take_along_axis(out["locs"], order, -1)
+    return zoo.Draws(out, chains=True, extras={"num_clusters": clusters})
+
+
+@dirichlet_process_mixture.synthetic
+def _(seed: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """80 points from weights (0.5, 0.3, 0.2) on atoms (-2.5, 0.5, 3), spread 0.5 (the model's
+    sigma); numpy's generator seeded by ``seed``."""
+    return _dp_synthetic(seed)
