@@ -65,9 +65,17 @@ def load_iris() -> tuple[np.ndarray, np.ndarray, list[str]]:
     return d.data.astype(float), d.target.astype(int), list(d.feature_names)
 
 
+def load_digits() -> tuple[np.ndarray, np.ndarray]:
+    """scikit-learn's copy of the UCI optical digits (test set): 1797 images of 8x8 pixels,
+    grey levels 0..16, labels 0..9. Returns ``(X (1797, 64), y)``."""
+    d = _sklearn("load_digits")
+    return d.data.astype(float), d.target.astype(int)
+
+
 __all__ = [
     "load_breast_cancer",
     "load_diabetes",
+    "load_digits",
     "load_faithful",
     "load_iris",
     "standardise",

@@ -31,6 +31,7 @@ SLOW_CELLS = {
     ("gaussian_mixture", "chees"),
     ("dirichlet_bigram", "chees"),
     ("gaussian_mixture", "hmc"),
+    ("probabilistic_pca", "nuts"),  # 60 s: 216 dimensions along the loadings' rotation ridge
     ("dirichlet_process_mixture", "nuts"),  # 70 s: 10 components enumerated for 80 points
     ("naive_bayes", "nuts"),
     ("naive_bayes", "hmc"),

@@ -3,8 +3,10 @@
 from . import (  # noqa: F401
     classification,
     conjugate,
+    factor,
     gaussian_process,
     hierarchical,
     mixtures,
     regression,
+    topics,
 )

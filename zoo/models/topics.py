@@ -1,0 +1,340 @@
+"""Topic models: latent Dirichlet allocation (seed 002 §16.2; 001 §2.5)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyro
+import pyro.distributions as dist
+import torch
+from pyro.distributions import constraints
+from pyro.ops.indexing import Vindex
+from scipy.special import digamma, gammaln
+from tqdm.auto import tqdm
+
+import zoo
+
+# Known topics of the synthetic corpus: topic k puts 0.22 on each of words 4k..4k+3 (0.88 in
+# all) and 0.015 on each of the other eight words.
+K_TRUE, V_TRUE = 3, 12
+
+
+def true_topics() -> np.ndarray:
+    """The synthetic corpus's topic-word matrix (3, 12); rows sum to one."""
+    phi = np.full((K_TRUE, V_TRUE), 0.015)
+    for k in range(K_TRUE):
+        phi[k, 4 * k : 4 * k + 4] = 0.22
+    return phi
+
+
+def lda_synthetic(
+    seed: int, docs: int = 40, length: int = 20, alpha: float = 0.5
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``docs`` documents of ``length`` words from the known topics: theta_d ~ Dir(alpha),
+    z_dn ~ Cat(theta_d), w_dn ~ Cat(phi_{z_dn}); numpy's generator seeded by ``seed``."""
+    rng = np.random.default_rng(seed)
+    phi = true_topics()
+    theta = rng.dirichlet(np.full(K_TRUE, alpha), size=docs)
+    z = np.stack([rng.choice(K_TRUE, size=length, p=t) for t in theta])  # (D, N)
+    w = np.array([[rng.choice(V_TRUE, p=phi[k]) for k in row] for row in z])
+    truth = {
+        "phi": torch.tensor(phi, dtype=torch.float32),
+        "theta": torch.tensor(theta, dtype=torch.float32),
+        "z": torch.tensor(z.T),  # the model's layout: (words, docs)
+    }
+    return {"words": torch.tensor(w), "K": K_TRUE, "V": V_TRUE}, truth
+
+
+def _corpus(seed: int = 0) -> dict[str, Any]:
+    """40 documents of 20 words over 12 word types from 3 known topics (the synthetic
+    generator at seed 0: the default data are fixed)."""
+    return lda_synthetic(0)[0]
+
+
+def relabel_topics(phi: np.ndarray) -> np.ndarray:
+    """The permutation that orders topics by their most probable word (phi (..., K, V) ->
+    (..., K)): one labelling of the K! equivalent ones, the same for every estimate."""
+    return np.argsort(phi.argmax(-1), axis=-1, kind="stable")
+
+
+def check_corpus(words: torch.Tensor, K: int, V: int, *, values: bool = True) -> None:
+    """A corpus is an integer matrix (documents, words) of word ids in 0..V-1, and K >= 2.
+    The model checks shapes only (``values=False``): the batched log density traces it, and
+    a check of the ids' values would be a branch on data inside the trace (zoo.run's data
+    validation refuses ids outside the Categorical's support before the model runs)."""
+    if words.ndim != 2 or words.dtype not in (torch.int64, torch.int32):
+        raise zoo.ZooError(
+            f"words must be an integer matrix (documents, words), got {tuple(words.shape)}"
+        )
+    if values and words.numel() and (int(words.min()) < 0 or int(words.max()) >= V):
+        raise zoo.ZooError(f"words must be word ids in 0..{V - 1} (V = {V})")
+    if not (isinstance(K, int) and K >= 2):
+        raise zoo.ZooError(f"K must be an integer >= 2, got {K!r}")
+
+
+@zoo.register(
+    data=_corpus,
+    engines=("svi",),
+    params=("phi",),
+    engine_options={"svi": {"num_steps": 1000, "lr": 0.05}},
+    seed_ref="002 §16.2 (L2960–3008); 001 §2.5 (L750–1040)",
+)
+def lda(words: torch.Tensor, K: int = 3, V: int = 12, alpha: float = 0.5, eta: float = 0.5) -> None:
+    r"""Latent Dirichlet allocation: documents are mixtures of topics, topics are distributions
+    over words (Blei, Ng & Jordan 2003).
+
+    Generative story (seed 002 §16.2 L2962–2984; 001 §2.5 eqs 106–108)::
+
+        phi_k     ~ Dirichlet(eta, ..., eta),   k = 1..K        topic k's word distribution
+        theta_d   ~ Dirichlet(alpha, ..., alpha), d = 1..D      document d's topic proportions
+        z_dn      ~ Categorical(theta_d),       n = 1..N        topic of word n of document d
+        w_dn | z_dn ~ Categorical(phi_{z_dn})                   the observed word
+
+          alpha --> theta_d --> (z_dn) --> [w_dn] <-- phi_k <-- eta     n in N, d in D, k in K
+
+    alpha = eta = 0.5 (below one): sparse priors, a document uses few topics and a topic few
+    words, as in text; the synthetic corpus is drawn with the same alpha. The z_dn are
+    enumerated (K values a word) by ``svi``; ``cavi`` is the seed's mean-field coordinate ascent
+    (001 eqs 113, 117, 118) with its closed-form ELBO (eq 130); ``gibbs`` is collapsed Gibbs
+    (Griffiths & Steyvers 2004: theta and phi integrated out, named in 002 L2996).
+
+    Label switching: the topics are exchangeable. The reference engines report topics ordered by
+    their most probable word (:func:`relabel_topics`); compare other fits after matching topics
+    (the tests use the Hungarian algorithm, scipy's linear_sum_assignment).
+    """
+    check_corpus(words, K, V, values=False)
+    D, N = words.shape
+    phi = pyro.sample("phi", dist.Dirichlet(torch.full((K, V), float(eta))).to_event(1))
+    with pyro.plate("docs", D, dim=-1):
+        theta = pyro.sample("theta", dist.Dirichlet(torch.full((K,), float(alpha))))
+        with pyro.plate("words", N, dim=-2):
+            z = pyro.sample("z", dist.Categorical(theta))  # (N, D)
+            pyro.sample("w", dist.Categorical(Vindex(phi)[..., z, :]), obs=words.T)
+
+
+@lda.set_guide
+def _(words: torch.Tensor, K: int, V: int, alpha: float) -> None:
+    """Mean-field Dirichlets, the family of the seed's CAVI (001 eq 109): q(phi_k) =
+    Dir(lambda_k), q(theta_d) = Dir(gamma_d); the z_dn are enumerated exactly in the model
+    (TraceEnum_ELBO: a tighter bound than CAVI's, whose q(z) is a factor of its own). lambda
+    starts near uniform with noise, which breaks the topics' symmetry."""
+    D = words.shape[0]
+    lam = pyro.param("q_phi_conc", lambda: 1.0 + torch.rand(K, V), constraint=constraints.positive)
+    pyro.sample("phi", dist.Dirichlet(lam).to_event(1))
+    gamma = pyro.param(
+        "q_theta_conc",
+        lambda: torch.full((D, K), float(alpha) + 1.0),
+        constraint=constraints.positive,
+    )
+    with pyro.plate("docs", D, dim=-1):
+        pyro.sample("theta", dist.Dirichlet(gamma))
+
+
+class TopicAssignment(dist.Categorical):
+    """q(z_dn) = Categorical(probs) with the moments of the topic index (torch's Categorical
+    gives NaN), so a CAVI run's table shows E[z_dn] and sd(z_dn)."""
+
+    @property
+    def mean(self) -> torch.Tensor:
+        k = torch.arange(self.probs.shape[-1], dtype=self.probs.dtype)
+        return (self.probs * k).sum(-1)
+
+    @property
+    def variance(self) -> torch.Tensor:
+        k = torch.arange(self.probs.shape[-1], dtype=self.probs.dtype)
+        return (self.probs * k**2).sum(-1) - self.mean**2
+
+
+def dirichlet_expected_log(conc: np.ndarray) -> np.ndarray:
+    """E[log x] under Dirichlet(conc) (last axis): digamma(conc) - digamma(sum conc)."""
+    return digamma(conc) - digamma(conc.sum(-1, keepdims=True))
+
+
+def lda_elbo(
+    words: np.ndarray,
+    alpha: float,
+    eta: float,
+    lam: np.ndarray,
+    gamma: np.ndarray,
+    resp: np.ndarray,
+) -> float:
+    """The mean-field ELBO of LDA in closed form (seed 001 eq 130, terms 123–129):
+    E[log p(phi)] + E[log p(theta)] + E[log p(z | theta)] + E[log p(w | z, phi)]
+    - E[log q(phi)] - E[log q(theta)] - E[log q(z)], with E[log x] from
+    :func:`dirichlet_expected_log`. ``resp`` (D, N, K) are q(z_dn)'s probabilities."""
+    K, V = lam.shape
+    e_log_phi, e_log_theta = dirichlet_expected_log(lam), dirichlet_expected_log(gamma)
+
+    def dirichlet_terms(conc: np.ndarray, prior: float, e_log: np.ndarray) -> float:
+        # E_q[log Dir(x | prior)] - E_q[log Dir(x | conc)], summed over rows
+        n = conc.shape[-1]
+        e_prior = gammaln(n * prior) - n * gammaln(prior) + ((prior - 1) * e_log).sum(-1)
+        e_q = gammaln(conc.sum(-1)) - gammaln(conc).sum(-1) + ((conc - 1) * e_log).sum(-1)
+        return float((e_prior - e_q).sum())
+
+    word_term = (resp * e_log_phi.T[words]).sum()  # e_log_phi.T[w_dn] is (D, N, K)
+    topic_term = (resp * e_log_theta[:, None, :]).sum()
+    entropy = -(resp * np.log(np.clip(resp, 1e-300, None))).sum()
+    return float(
+        dirichlet_terms(lam, eta, e_log_phi)
+        + dirichlet_terms(gamma, alpha, e_log_theta)
+        + word_term
+        + topic_term
+        + entropy
+    )
+
+
+def lda_cavi_steps(
+    words: np.ndarray,
+    K: int,
+    V: int,
+    alpha: float,
+    eta: float,
+    lam: np.ndarray,
+    max_iter: int,
+    tol: float,
+    progress: bool = False,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[float]]:
+    """Coordinate ascent for LDA (seed 001 §2.5.1, eqs 113, 117, 118):
+
+        q(z_dn = k) ∝ exp(E[log theta_dk] + E[log phi_{k, w_dn}])              (113)
+        gamma_d     = alpha + sum_n q(z_dn)                                      (117)
+        lambda_kv   = eta + sum_{d,n} q(z_dn = k) 1[w_dn = v]                    (118)
+
+    Each update maximises the ELBO in its block, so the ELBO never decreases."""
+    D, N = words.shape
+    gamma = np.full((D, K), alpha + N / K)
+    trace: list[float] = []
+    resp = np.full((D, N, K), 1.0 / K)
+    for _ in tqdm(range(max_iter), desc="cavi", disable=not progress, leave=False):
+        log_r = dirichlet_expected_log(gamma)[:, None, :] + dirichlet_expected_log(lam).T[words]
+        resp = np.exp(log_r - log_r.max(-1, keepdims=True))
+        resp /= resp.sum(-1, keepdims=True)
+        gamma = alpha + resp.sum(1)
+        counts = np.zeros((K, V))
+        np.add.at(counts.T, words.ravel(), resp.reshape(-1, K))
+        lam = eta + counts
+        trace.append(lda_elbo(words, alpha, eta, lam, gamma, resp))
+        if len(trace) > 1 and abs(trace[-1] - trace[-2]) < tol * abs(trace[-1]):
+            break
+    return lam, gamma, resp, trace
+
+
+@lda.reference("cavi")
+def _(
+    words: torch.Tensor,
+    K: int,
+    V: int,
+    alpha: float,
+    eta: float,
+    *,
+    max_iter: int = 500,
+    tol: float = 1e-10,
+    progress: bool = False,
+) -> zoo.Factors:
+    """Mean-field CAVI (seed 001 §2.5): Dirichlet factors for phi and theta, ELBO eq 130."""
+    check_corpus(words, K, V)
+    w = words.numpy()
+    lam0 = eta + np.random.gamma(100.0, 0.01, size=(K, V)) * w.size / (K * V)
+    lam, gamma, resp, trace = lda_cavi_steps(w, K, V, alpha, eta, lam0, max_iter, tol, progress)
+    order = relabel_topics(lam)
+    lam, gamma, resp = lam[order], gamma[:, order], resp[..., order]
+    f64 = dict(dtype=torch.float64)
+    return zoo.Factors(
+        {
+            "phi": dist.Dirichlet(torch.tensor(lam, **f64)).to_event(1),
+            "theta": dist.Dirichlet(torch.tensor(gamma, **f64)),
+            # q(z_dn) in the model's layout (words, docs)
+            "z": TopicAssignment(torch.tensor(resp.transpose(1, 0, 2), **f64)),
+        },
+        traces={"elbo": trace},
+        log_evidence=trace[-1],
+        evidence_kind="lower_bound",
+        extras={"q_z": resp, "lambda": lam, "gamma": gamma},
+    )
+
+
+def collapsed_gibbs_sweep(
+    words: np.ndarray,
+    z: np.ndarray,
+    n_dk: np.ndarray,
+    n_kw: np.ndarray,
+    n_k: np.ndarray,
+    alpha: float,
+    eta: float,
+) -> None:
+    """One sweep of collapsed Gibbs for LDA, in place (Griffiths & Steyvers 2004): theta and phi
+    integrated out (Dirichlet-multinomial conjugacy, 002 L3007), each token's topic drawn from
+
+        P(z_dn = k | z_-dn, w) ∝ (n_dk^-dn + alpha) (n_{k,w_dn}^-dn + eta) / (n_k^-dn + V eta)
+
+    with the counts n_dk (document-topic), n_kw (topic-word), n_k (topic) leaving token dn out."""
+    D, N = words.shape
+    V = n_kw.shape[1]
+    u = np.random.uniform(size=(D, N))
+    for d in range(D):
+        for n in range(N):
+            w, k = words[d, n], z[d, n]
+            n_dk[d, k] -= 1
+            n_kw[k, w] -= 1
+            n_k[k] -= 1
+            p = (n_dk[d] + alpha) * (n_kw[:, w] + eta) / (n_k + V * eta)
+            c = np.cumsum(p)
+            k = min(int(np.searchsorted(c, u[d, n] * c[-1])), len(c) - 1)
+            z[d, n] = k
+            n_dk[d, k] += 1
+            n_kw[k, w] += 1
+            n_k[k] += 1
+
+
+@lda.reference("gibbs")
+def _(
+    words: torch.Tensor,
+    K: int,
+    V: int,
+    alpha: float,
+    eta: float,
+    *,
+    num_samples: int = 100,
+    warmup: int = 100,
+    num_chains: int = 2,
+    progress: bool = False,
+) -> zoo.Draws:
+    """Collapsed Gibbs on the topic assignments; theta and phi drawn from their Dirichlet
+    conditionals given each state, topics ordered by their most probable word."""
+    check_corpus(words, K, V)
+    w = words.numpy()
+    D, N = w.shape
+    out = {
+        "phi": np.empty((num_chains, num_samples, K, V)),
+        "theta": np.empty((num_chains, num_samples, D, K)),
+        "z": np.empty((num_chains, num_samples, N, D), dtype=np.int64),
+    }
+    bar = tqdm(total=num_chains * (warmup + num_samples), desc="gibbs", disable=not progress)
+    for chain in range(num_chains):
+        z = np.random.randint(K, size=(D, N))
+        n_dk = np.stack([np.bincount(row, minlength=K) for row in z])
+        n_kw = np.zeros((K, V), dtype=np.int64)
+        np.add.at(n_kw, (z.ravel(), w.ravel()), 1)
+        n_k = n_kw.sum(1)
+        for t in range(warmup + num_samples):
+            collapsed_gibbs_sweep(w, z, n_dk, n_kw, n_k, alpha, eta)
+            bar.update()
+            if t < warmup:
+                continue
+            phi = np.stack([np.random.dirichlet(eta + row) for row in n_kw])
+            theta = np.stack([np.random.dirichlet(alpha + row) for row in n_dk])
+            order = relabel_topics(phi)
+            rank = np.argsort(order)
+            i = t - warmup
+            out["phi"][chain, i], out["theta"][chain, i] = phi[order], theta[:, order]
+            out["z"][chain, i] = rank[z].T
+    bar.close()
+    return zoo.Draws(out, chains=True)
+
+
+@lda.synthetic
+def _(seed: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """40 documents of 20 words from the known topics (:func:`true_topics`), alpha = 0.5."""
+    return lda_synthetic(seed)
