@@ -72,11 +72,22 @@ def load_digits() -> tuple[np.ndarray, np.ndarray]:
     return d.data.astype(float), d.target.astype(int)
 
 
+def load_nile() -> tuple[np.ndarray, np.ndarray]:
+    """Annual flow of the Nile at Aswan, 1871-1970 (10^8 m^3), the data set that statsmodels
+    bundles (``statsmodels.datasets.nile``; Durbin & Koopman's local-level example).
+    Returns ``(years, flow)``. statsmodels is imported on first use."""
+    from statsmodels.datasets import nile
+
+    df = nile.load_pandas().data
+    return df["year"].to_numpy(dtype=int), df["volume"].to_numpy(dtype=float)
+
+
 __all__ = [
     "load_breast_cancer",
     "load_diabetes",
     "load_digits",
     "load_faithful",
     "load_iris",
+    "load_nile",
     "standardise",
 ]

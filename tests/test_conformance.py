@@ -35,6 +35,8 @@ SLOW_CELLS = {
     ("dirichlet_process_mixture", "nuts"),  # 70 s: 10 components enumerated for 80 points
     ("naive_bayes", "nuts"),
     ("naive_bayes", "hmc"),
+    ("hmm", "nuts"),  # 100 s: a Markov chain of 12 enumerated states, traced step by step
+    ("hmm", "svi"),  # 34 s: the same enumeration; test_sequential covers svi on it
 }
 # Cells where the sampler is known not to mix at any size the suite can afford. The run must
 # still be ok and say so itself (R-hat over 1.1), which the reports turn into a finding.

@@ -8,5 +8,6 @@ from . import (  # noqa: F401
     hierarchical,
     mixtures,
     regression,
+    sequential,
     topics,
 )

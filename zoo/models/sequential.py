@@ -1,0 +1,617 @@
+"""Sequential models: hidden Markov models and the linear-Gaussian state-space model.
+
+The exact algorithms of seed 002 ch. 19 (forward, backward, Viterbi, Baum–Welch) are written
+once, on a matrix of emission log-likelihoods ``log_b[t, k] = log p(x_t | z_t = k)``, so the
+categorical and the Gaussian HMM share them; the Kalman filter and RTS smoother (002 ch. 32) are
+written once for the local-level model. Everything here is vectorised over states (one small
+matrix operation per time step) or over time (the evaluation problem as a product of matrices,
+reduced pairwise in log2 T steps).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyro
+import pyro.distributions as dist
+import torch
+from pyro.distributions import constraints
+from pyro.ops.indexing import Vindex
+from scipy import optimize
+from scipy.special import logsumexp
+from scipy.stats import norm
+
+import zoo
+from datasets import load_nile
+
+# ============================================================================ HMM algorithms
+
+
+def hmm_log_likelihood(pi: np.ndarray, A: np.ndarray, log_b: np.ndarray) -> np.ndarray:
+    """The evaluation problem, log p(x_1..x_T) (002 §19.4), as a product of matrices::
+
+        p(x) = pi' D_1 A D_2 A ... A D_T 1,     D_t = diag(b_{., x_t})
+
+    which is the forward recursion alpha_t = (alpha_{t-1} A) D_t unrolled. The T - 1 matrices
+    M_t = A D_t are multiplied pairwise (a tree of log2 T batched matrix products), each level
+    rescaled by its largest entry so that nothing underflows; the scales add up in log space.
+    ``log_b`` is (..., T, K): leading dimensions are independent sequences.
+    """
+    log_b = np.asarray(log_b, dtype=float)
+    shift = log_b.max(-1, keepdims=True)  # per-step scale of the emissions
+    b = np.exp(log_b - shift)
+    log_scale = shift[..., 0].sum(-1)
+    v = pi * b[..., 0, :]  # alpha_1 up to scale
+    M = A * b[..., 1:, None, :]  # M_t[i, j] = a_ij b_j(x_t), t = 2..T
+    while M.shape[-3] > 1:
+        if M.shape[-3] % 2:  # odd count: the last matrix waits a level
+            last, M = M[..., -1:, :, :], M[..., :-1, :, :]
+        else:
+            last = None
+        M = M[..., 0::2, :, :] @ M[..., 1::2, :, :]
+        s = M.max(axis=(-2, -1), keepdims=True)
+        M = M / s
+        log_scale = log_scale + np.log(s[..., 0, 0]).sum(-1)
+        if last is not None:
+            M = np.concatenate([M, last], axis=-3)
+    if M.shape[-3] == 1:
+        v = (v[..., None, :] @ M[..., 0, :, :])[..., 0, :]
+    return log_scale + np.log(v.sum(-1))
+
+
+@dataclass
+class Posterior:
+    """What forward–backward gives: the scaled forward and backward variables, log p(x), the
+    one-slice posteriors gamma_t(k) = p(z_t = k | x) and the summed two-slice posteriors
+    sum_t xi_t(i, j) = sum_t p(z_{t-1} = i, z_t = j | x)."""
+
+    alpha: np.ndarray  # (T, K) p(z_t | x_1..x_t): the normalised forward variables
+    beta: np.ndarray  # (T, K) beta_t / prod_{s > t} c_s
+    log_likelihood: float
+    gamma: np.ndarray  # (T, K)
+    xi_sum: np.ndarray  # (K, K)
+
+
+def forward_backward(pi: np.ndarray, A: np.ndarray, log_b: np.ndarray) -> Posterior:
+    """Forward–backward with per-step normalisation (002 §19.4.3–19.4.4)::
+
+        alpha_1 = pi * b_1,   alpha_t = (alpha_{t-1} A) * b_t          c_t = sum_k alpha_t(k)
+        beta_T = 1,           beta_t = A (b_{t+1} * beta_{t+1}) / c_{t+1}
+        gamma_t = alpha_t * beta_t,   xi_t(i, j) = alpha_{t-1}(i) a_ij b_t(j) beta_t(j) / c_t
+
+    with every alpha_t divided by its sum c_t as it is made, so that log p(x) = sum_t log c_t
+    (plus the emission shifts) and nothing underflows. The backward step uses
+    b_{t+1} (the document's line 3544 prints b_{x_t}: a typo).
+    """
+    log_b = np.asarray(log_b, dtype=float)
+    T, K = log_b.shape
+    shift = log_b.max(1, keepdims=True)
+    b = np.exp(log_b - shift)
+    alpha, beta, c = np.empty((T, K)), np.empty((T, K)), np.empty(T)
+    a = pi * b[0]
+    for t in range(T):
+        if t:
+            a = (alpha[t - 1] @ A) * b[t]
+        c[t] = a.sum()
+        alpha[t] = a / c[t]
+    beta[T - 1] = 1.0
+    for t in range(T - 2, -1, -1):
+        beta[t] = A @ (b[t + 1] * beta[t + 1]) / c[t + 1]
+    gamma = alpha * beta
+    # sum over t of xi_t = A * sum_t alpha_{t-1}^T (b_t beta_t / c_t), one matrix product
+    xi_sum = A * (alpha[:-1].T @ (b[1:] * beta[1:] / c[1:, None]))
+    return Posterior(alpha, beta, float(np.log(c).sum() + shift.sum()), gamma, xi_sum)
+
+
+def viterbi(pi: np.ndarray, A: np.ndarray, log_b: np.ndarray) -> tuple[np.ndarray, float]:
+    """The decoding problem, argmax_z p(z, x) (002 §19.5, Algorithm 5), in log space::
+
+        V_1(k) = log pi_k + log b_k(x_1)
+        V_t(k) = log b_k(x_t) + max_i [V_{t-1}(i) + log a_ik],   psi_t(k) = argmax_i [...]
+
+    then backtracking from argmax_k V_T(k). (The document's recursion prints V_t for V_{t-1} and
+    returns the pointer, not the path: typos.) Returns (path, log p(path, x))."""
+    with np.errstate(divide="ignore"):
+        log_pi, log_A = np.log(pi), np.log(A)
+    log_b = np.asarray(log_b, dtype=float)
+    T, K = log_b.shape
+    psi = np.zeros((T, K), dtype=int)
+    V = log_pi + log_b[0]
+    for t in range(1, T):
+        scores = V[:, None] + log_A  # (previous i, next k)
+        psi[t] = scores.argmax(0)
+        V = scores.max(0) + log_b[t]
+    path = np.empty(T, dtype=int)
+    path[-1] = int(V.argmax())
+    for t in range(T - 1, 0, -1):
+        path[t - 1] = psi[t, path[t]]
+    return path, float(V.max())
+
+
+def baum_welch(
+    pi: np.ndarray,
+    A: np.ndarray,
+    emission: Any,
+    log_emission: Callable[[Any], np.ndarray],
+    m_step_emission: Callable[[np.ndarray], Any],
+    max_iter: int,
+    tol: float,
+) -> tuple[np.ndarray, np.ndarray, Any, list[float], Posterior]:
+    """Baum–Welch, EM for an HMM (002 §19.6, M-step at L3667–3671)::
+
+        E: gamma_t, xi_t by forward_backward at theta_old
+        M: pi_i = gamma_1(i);   a_ij = sum_{t>=2} xi_t(i, j) / sum_{t>=2} gamma_{t-1}(i)
+           emissions from gamma (``m_step_emission``: b_ij = sum_t gamma_t(i) I(x_t = j) /
+           sum_t gamma_t(i) for symbols; weighted means and variances for Gaussians)
+
+    Returns the parameters, the log-likelihood trace (one value per E-step, at the parameters
+    before that step's M-step) and the last E-step's posterior."""
+    trace: list[float] = []
+    while True:
+        post = forward_backward(pi, A, log_emission(emission))
+        trace.append(post.log_likelihood)
+        done = len(trace) > max_iter or (len(trace) > 1 and abs(trace[-1] - trace[-2]) < tol)
+        if done:
+            return pi, A, emission, trace, post
+        pi = post.gamma[0]
+        A = post.xi_sum / post.xi_sum.sum(1, keepdims=True)
+        emission = m_step_emission(post.gamma)
+
+
+def posterior_decoding(gamma: np.ndarray) -> np.ndarray:
+    """The most probable state at each step on its own, argmax_k p(z_t = k | x) (002 L3552): it
+    can differ from the Viterbi path, and need not even be a possible path."""
+    return gamma.argmax(1)
+
+
+# ==================================================================================== hmm
+
+# The seed's two-state example (catalogue §4; seed notes 002b §2.7): states H(ot), C(old);
+# symbols 1, 2, 3 (ice creams eaten), coded 0, 1, 2.
+SEED_PI = np.array([0.8, 0.2])
+SEED_A = np.array([[0.7, 0.3], [0.4, 0.6]])
+SEED_B = np.array([[0.2, 0.4, 0.4], [0.5, 0.4, 0.1]])
+
+
+def _as_probs(name: str, value: Any, shape: tuple[int, ...]) -> np.ndarray:
+    """``value`` as an array of probability vectors (last axis sums to 1) of ``shape``."""
+    try:
+        arr = np.asarray(value.detach() if isinstance(value, torch.Tensor) else value, dtype=float)
+    except (TypeError, ValueError):
+        raise zoo.ZooError(f"{name} must be numbers, got {value!r}") from None
+    if arr.shape != shape:
+        raise zoo.ZooError(f"{name} has shape {arr.shape}, expected {shape}")
+    if not np.all(np.isfinite(arr)) or np.any(arr < 0) or not np.allclose(arr.sum(-1), 1, 1e-6):
+        raise zoo.ZooError(f"{name} must hold probability vectors (non-negative, summing to 1)")
+    return arr
+
+
+def _symbols(x: torch.Tensor, M: int) -> np.ndarray:
+    xs = np.asarray(x, dtype=int)
+    if xs.ndim != 1 or xs.size == 0:
+        raise zoo.ZooError(f"x must be one non-empty sequence of symbols, got shape {xs.shape}")
+    if xs.min() < 0 or xs.max() >= M:
+        raise zoo.ZooError(f"x holds symbols 0..{M - 1} (M={M}); got {xs.min()}..{xs.max()}")
+    return xs
+
+
+def _seed_sequence(seed: int = 0) -> dict[str, Any]:
+    """12 days of the seed's example drawn from its own (pi, A, B), a fixed stream (the
+    default data does not change with the run's seed). Short: NUTS and SVI sum the states out
+    by Pyro's enumeration at every gradient, a cost that grows with T."""
+    x, _ = sample_hmm(np.random.default_rng(19), SEED_PI, SEED_A, SEED_B, 12)
+    return {"x": torch.tensor(x), "K": 2, "M": 3}
+
+
+def sample_hmm(
+    rng: np.random.Generator, pi: np.ndarray, A: np.ndarray, B: np.ndarray, T: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Ancestral sampling of a categorical HMM: (symbols, states)."""
+    z = np.empty(T, dtype=int)
+    x = np.empty(T, dtype=int)
+    for t in range(T):
+        z[t] = rng.choice(len(pi), p=pi if t == 0 else A[z[t - 1]])
+        x[t] = rng.choice(B.shape[1], p=B[z[t]])
+    return x, z
+
+
+@zoo.register(
+    data=_seed_sequence,
+    params=("pi", "A", "B"),
+    engines=("svi", "nuts", "enum"),
+    engine_options={"nuts": {"num_samples": 200, "warmup": 200, "num_chains": 4}},
+    seed_ref="002 ch. 19 (§19.3–19.6)",
+)
+def hmm(x: torch.Tensor, K: int = 2, M: int = 3) -> None:
+    r"""Hidden Markov model with categorical emissions; the states are summed out exactly.
+
+    Generative story (seed 002 §19.3, L3340–3351; joint (19.1)–(19.2))::
+
+        pi      ~ Dirichlet(1, ..., 1)      initial state distribution (K)
+        A[i, :] ~ Dirichlet(1, ..., 1)      transition row i: a_ij = p(z_t = j | z_{t-1} = i)
+        B[i, :] ~ Dirichlet(1, ..., 1)      emission row i:  b_ij = p(x_t = j | z_t = i)
+        z_1 ~ Categorical(pi),  z_t | z_{t-1} ~ Categorical(A[z_{t-1}]),  t = 2..T
+        x_t | z_t ~ Categorical(B[z_t]),  t = 1..T
+
+          pi,A ---> (z_1) ---> (z_2) ---> ... ---> (z_T)
+                      |          |                   |
+          B  ------> [x_1]      [x_2]               [x_T]
+
+    The document treats pi, A, B as parameters (learned by Baum–Welch); the flat Dirichlet
+    priors make the posterior mode the maximum-likelihood point, so MAP, EM and the posterior
+    over parameters all read the same likelihood. Its three problems: evaluation p(x) (``enum``
+    at given parameters, the ``forward_backward`` engine), decoding (Viterbi = the MAP joint
+    assignment of ``enum``, ``extras["viterbi"]``; posterior decoding, the argmax of each
+    marginal, ``extras["posterior_decoding"]``) and learning (``em`` = Baum–Welch; ``nuts`` on
+    the Dirichlet parameters with the states enumerated; ``svi``). Labels are exchangeable: the
+    posterior over parameters has K! symmetric modes, which a long enough chain visits.
+    """
+    # Each parameter is one site (rows as the event), so the time steps need no plate and any
+    # batch of parameter draws broadcasts through the chain.
+    pi = pyro.sample("pi", dist.Dirichlet(torch.ones(K)))
+    A = pyro.sample("A", dist.Dirichlet(torch.ones(K, K)).to_event(1))
+    B = pyro.sample("B", dist.Dirichlet(torch.ones(K, M)).to_event(1))
+    z = None
+    for t in pyro.markov(range(len(x))):
+        z = pyro.sample(f"z_{t}", dist.Categorical(pi if t == 0 else Vindex(A)[..., z, :]))
+        pyro.sample(f"x_{t}", dist.Categorical(Vindex(B)[..., z, :]), obs=x[t])
+
+
+@hmm.set_guide
+def _(K: int, M: int) -> None:
+    """Mean-field Dirichlet factors for pi and for each row of A and B; the states are
+    enumerated in the model. Rows start near uniform with the concentration of a few counts."""
+    for name, shape in (("pi", (K,)), ("A", (K, K)), ("B", (K, M))):
+        start = torch.full(shape, 2.0) + 0.5 * torch.rand(shape)  # break the label symmetry
+        conc = pyro.param(f"q_{name}_conc", start, constraint=constraints.positive)
+        d = dist.Dirichlet(conc)
+        pyro.sample(name, d if len(shape) == 1 else d.to_event(1))
+
+
+def _categorical_params(
+    params: Mapping[str, Any], K: int, M: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    if not isinstance(params, Mapping) or set(params) != {"pi", "A", "B"}:
+        raise zoo.ZooError("params must be a dict with exactly 'pi', 'A' and 'B'")
+    return (
+        _as_probs("params['pi']", params["pi"], (K,)),
+        _as_probs("params['A']", params["A"], (K, K)),
+        _as_probs("params['B']", params["B"], (K, M)),
+    )
+
+
+def _decoded(pi: np.ndarray, A: np.ndarray, log_b: np.ndarray) -> dict[str, Any]:
+    """The three problems at given parameters: log p(x), marginals, both decodings."""
+    post = forward_backward(pi, A, log_b)
+    path, log_joint = viterbi(pi, A, log_b)
+    return {
+        "log_likelihood": post.log_likelihood,
+        "marginals": post.gamma,
+        "filtered": post.alpha,
+        "viterbi": path,
+        "viterbi_log_joint": log_joint,
+        "posterior_decoding": posterior_decoding(post.gamma),
+    }
+
+
+def _em_start(x: np.ndarray, K: int, M: int) -> dict[str, np.ndarray]:
+    """A deterministic asymmetric start: uniform pi, sticky A, B tilted towards a different
+    symbol per state (EM cannot leave a start where every state is the same)."""
+    tilt = np.exp(-0.5 * (np.arange(M)[None, :] - np.linspace(0, M - 1, K)[:, None]) ** 2)
+    counts = np.bincount(x, minlength=M) + 1.0
+    B = counts * (0.5 + tilt)
+    A = np.full((K, K), 0.3 / max(K - 1, 1)) + np.eye(K) * (0.7 - 0.3 / max(K - 1, 1))
+    return {"pi": np.full(K, 1.0 / K), "A": A / A.sum(1, keepdims=True), "B": B / B.sum(1)[:, None]}
+
+
+@hmm.reference("em")
+def _(
+    x: torch.Tensor,
+    K: int,
+    M: int,
+    *,
+    init: Mapping[str, Any] | None = None,
+    max_iter: int = 200,
+    tol: float = 1e-8,
+) -> zoo.Estimate:
+    """Baum–Welch (002 §19.6): maximum likelihood of (pi, A, B), monotone in log p(x)."""
+    xs = _symbols(x, M)
+    pi, A, B = _categorical_params(_em_start(xs, K, M) if init is None else init, K, M)
+    onehot = np.eye(M)[xs]  # (T, M)
+
+    def m_step(gamma: np.ndarray) -> np.ndarray:
+        return (gamma.T @ onehot) / gamma.sum(0)[:, None]
+
+    with np.errstate(divide="ignore"):
+        pi, A, B, trace, post = baum_welch(
+            pi, A, B, lambda b: np.log(b[:, xs].T), m_step, max_iter, tol
+        )
+        decoded = _decoded(pi, A, np.log(B[:, xs].T))
+    values = {"pi": pi, "A": A, "B": B} | {f"z_{t}": z for t, z in enumerate(decoded["viterbi"])}
+    return zoo.Estimate(
+        values, traces={"log_likelihood": trace}, log_evidence=trace[-1], extras=decoded
+    )
+
+
+@hmm.reference("forward_backward")
+def _(x: torch.Tensor, K: int, M: int, *, params: Mapping[str, Any] | None = None) -> zoo.Estimate:
+    """Forward–backward and Viterbi at given parameters (default: the Baum–Welch estimate).
+
+    Evidence log p(x | params) by the forward algorithm; ``extras``: the marginals p(z_t | x),
+    the Viterbi path and its log p(z, x), the posterior decoding, and log p(x) once more by the
+    matrix-product form. The states' values in the estimate are the Viterbi path."""
+    xs = _symbols(x, M)
+    if params is None:
+        pi, A, B, _, _ = baum_welch(
+            *_categorical_params(_em_start(xs, K, M), K, M),
+            lambda b: np.log(b[:, xs].T),
+            lambda g: (g.T @ np.eye(M)[xs]) / g.sum(0)[:, None],
+            200,
+            1e-8,
+        )
+    else:
+        pi, A, B = _categorical_params(params, K, M)
+    with np.errstate(divide="ignore"):
+        log_b = np.log(B[:, xs].T)
+    decoded = _decoded(pi, A, log_b)
+    decoded["log_likelihood_matrix_form"] = float(hmm_log_likelihood(pi, A, log_b))
+    values = {"pi": pi, "A": A, "B": B} | {f"z_{t}": z for t, z in enumerate(decoded["viterbi"])}
+    return zoo.Estimate(values, log_evidence=decoded["log_likelihood"], extras=decoded)
+
+
+@hmm.synthetic
+def _(seed: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """200 days from the seed's (pi, A, B): known parameters and states."""
+    x, z = sample_hmm(np.random.default_rng(seed), SEED_PI, SEED_A, SEED_B, 200)
+    truth = {"pi": SEED_PI, "A": SEED_A, "B": SEED_B} | {f"z_{t}": v for t, v in enumerate(z)}
+    return {"x": torch.tensor(x), "K": 2, "M": 3}, {k: torch.as_tensor(v) for k, v in truth.items()}
+
+
+# ===================================================================== linear_gaussian_ssm
+
+
+@dataclass
+class KalmanResult:
+    """Filter and RTS smoother of the local-level model (arrays over t = 1..T, batched over any
+    leading dimensions of q and r)."""
+
+    predicted_mean: np.ndarray  # E[x_t | y_1..y_{t-1}]
+    predicted_var: np.ndarray
+    filtered_mean: np.ndarray  # E[x_t | y_1..y_t]
+    filtered_var: np.ndarray
+    smoothed_mean: np.ndarray  # E[x_t | y_1..y_T]
+    smoothed_var: np.ndarray
+    smoothed_x0: tuple[np.ndarray, np.ndarray]  # (mean, var) of x_0 given every y
+    lag_one_cov: np.ndarray  # Cov(x_t, x_{t-1} | y_1..y_T), t = 1..T (x_0 for t = 1)
+    log_likelihood: np.ndarray  # log p(y_1..y_T)
+
+
+def kalman_local_level(y: np.ndarray, q: Any, r: Any, m0: float, P0: float) -> KalmanResult:
+    """Kalman filter and Rauch–Tung–Striebel smoother of x_t = x_{t-1} + w_t, y_t = x_t + v_t
+    (002 §32.2 with F = 1, G = 0, X_k = 1; the document's ``KalmanFilter`` class)::
+
+        predict:  m_t^- = m_{t-1},  P_t^- = P_{t-1} + q
+        update:   S_t = P_t^- + r,  K_t = P_t^- / S_t,  m_t = m_t^- + K_t (y_t - m_t^-),
+                  P_t = (1 - K_t) P_t^-,   log p(y) += log N(y_t | m_t^-, S_t)
+        smooth:   J_t = P_t / P_{t+1}^-,  m_t^s = m_t + J_t (m_{t+1}^s - m_{t+1}^-),
+                  P_t^s = P_t + J_t^2 (P_{t+1}^s - P_{t+1}^-),  Cov(x_{t+1}, x_t) = J_t P_{t+1}^s
+
+    starting from x_0 ~ N(m0, P0), the state before the first observation. q and r may be
+    arrays (a grid of parameter values): every step is elementwise over them.
+    """
+    y = np.asarray(y, dtype=float)
+    q, r = np.asarray(q, dtype=float), np.asarray(r, dtype=float)
+    shape = (len(y),) + np.broadcast(q, r).shape
+    mp, Pp, mf, Pf = (np.empty(shape) for _ in range(4))
+    m, P = np.full(shape[1:], float(m0)), np.full(shape[1:], float(P0))
+    ll = np.zeros(shape[1:])
+    for t in range(len(y)):
+        mp[t], Pp[t] = m, P + q
+        S = Pp[t] + r
+        gain = Pp[t] / S
+        e = y[t] - mp[t]
+        ll = ll - 0.5 * (np.log(2 * np.pi * S) + e**2 / S)
+        m, P = mp[t] + gain * e, (1 - gain) * Pp[t]
+        mf[t], Pf[t] = m, P
+    ms, Ps, lag = mf.copy(), Pf.copy(), np.empty(shape)
+    for t in range(len(y) - 2, -1, -1):
+        J = Pf[t] / Pp[t + 1]
+        ms[t] = mf[t] + J * (ms[t + 1] - mp[t + 1])
+        Ps[t] = Pf[t] + J**2 * (Ps[t + 1] - Pp[t + 1])
+        lag[t + 1] = J * Ps[t + 1]
+    J0 = P0 / Pp[0]
+    x0 = (m0 + J0 * (ms[0] - mp[0]), P0 + J0**2 * (Ps[0] - Pp[0]))
+    lag[0] = J0 * Ps[0]
+    return KalmanResult(mp, Pp, mf, Pf, ms, Ps, x0, lag, ll)
+
+
+def level_covariance(T: int, q: torch.Tensor, P0: float) -> torch.Tensor:
+    """Cov(x_s, x_t) = P0 + q min(s, t), s, t = 1..T: the random walk x_t = x_0 + sum w, written
+    as one Gaussian (batched over leading dimensions of q)."""
+    t = torch.arange(1, T + 1, dtype=q.dtype)
+    return P0 + q[..., None, None] * torch.minimum(t[:, None], t[None, :])
+
+
+def _nile(seed: int = 0) -> dict[str, Any]:
+    """The Nile's annual flow 1871-1970 (10^8 m^3); the seed is unused (real data)."""
+    years, flow = load_nile()
+    return {
+        "y": torch.tensor(flow, dtype=torch.float),
+        "t": torch.tensor(years, dtype=torch.float),
+        "m0": 1000.0,
+        "P0": 250000.0,
+        "scale": 100.0,
+    }
+
+
+@zoo.register(
+    data=_nile,
+    params=("q", "r"),
+    engines=("svi", "nuts"),
+    figures={"fit": {"x": "t", "y": "y", "mean": "level", "sd": "level_sd"}},
+    engine_options={"svi": {"num_steps": 1500, "lr": 0.05}},
+    seed_ref="002 ch. 31–32 (§32.2); 000 §1.4",
+)
+def linear_gaussian_ssm(
+    y: torch.Tensor,
+    t: torch.Tensor,
+    m0: float = 0.0,
+    P0: float = 1.0,
+    scale: float = 1.0,
+) -> None:
+    r"""Local-level model (a random walk seen through noise): the Kalman filter's model.
+
+    Generative story (seed 002 §32.2, L6096–6108, with F = 1, G = 0, X_k = 1)::
+
+        q   ~ LogNormal(log (scale/3)^2, 2)     variance of the level's yearly step
+        r   ~ LogNormal(log scale^2, 2)         variance of the measurement noise
+        x_0 ~ N(m0, P0)                         level before the first observation
+        x_t = x_{t-1} + w_t,   w_t ~ N(0, q)    t = 1..T
+        y_t = x_t + v_t,       v_t ~ N(0, r)
+
+          (x_0) ---> (x_1) ---> (x_2) ---> ... ---> (x_T)        q, r
+                       |          |                   |
+                      [y_1]      [y_2]               [y_T]
+
+    The states are integrated out: y ~ N(m0 1, P0 11' + q min(s, t) + r I), the same number the
+    Kalman filter's prediction-error decomposition gives (the ``kalman`` engine runs the
+    filter and RTS smoother). The deterministic sites ``level`` and ``level_sd`` are the
+    smoothed mean and sd of x_t given each draw of (q, r), the fit the report draws over the
+    data. ``t`` is the time axis (years), used only by that figure. The priors are wide on the
+    log scale (95% within a factor 50 of their medians) around ``scale``, the size of the
+    measurement error in the data's units: 100 (10^8 m^3) for the Nile, whose flow is about 900
+    with year-to-year swings of a few hundred, the level moving about a third as much as the
+    noise. Ground truth: the posterior of (q, r) by 2-D quadrature, the smoother at each node.
+    """
+    q = pyro.sample("q", dist.LogNormal(2 * np.log(scale / 3), 2.0))
+    r = pyro.sample("r", dist.LogNormal(2 * np.log(scale), 2.0))
+    T = len(y)
+    cov_x = level_covariance(T, q, P0)  # (..., T, T)
+    cov_y = cov_x + r[..., None, None] * torch.eye(T, dtype=cov_x.dtype)
+    L = torch.linalg.cholesky(cov_y)
+    # the smoothed level given (q, r) by Gaussian conditioning (equal to the RTS smoother):
+    # E[x | y] = m0 + Cov_x Cov_y^-1 (y - m0),  Var[x | y] = diag(Cov_x - Cov_x Cov_y^-1 Cov_x)
+    resid = (y - m0).expand(cov_y.shape[:-1])[..., None]
+    pyro.deterministic("level", m0 + (cov_x @ torch.cholesky_solve(resid, L))[..., 0])
+    v = torch.linalg.solve_triangular(L, cov_x, upper=False)
+    level_var = cov_x.diagonal(dim1=-2, dim2=-1) - (v**2).sum(-2)
+    pyro.deterministic("level_sd", level_var.clamp(min=0.0).sqrt())
+    pyro.sample("y", dist.MultivariateNormal(torch.full((T,), m0), scale_tril=L), obs=y)
+
+
+@linear_gaussian_ssm.set_guide
+def _(y: torch.Tensor, scale: float) -> None:
+    """Mean-field LogNormal factors for the two variances, started at the data's own scales:
+    r at the variance of y's first differences / 2, q at a tenth of that."""
+    d = float(torch.diff(y).var()) if len(y) > 2 else float(scale) ** 2
+    start = {"q": np.log(max(d / 20, 1e-6)), "r": np.log(max(d / 2, 1e-6))}
+    for name in ("q", "r"):
+        loc = pyro.param(f"q_{name}_loc", torch.tensor(start[name], dtype=torch.float))
+        sd = pyro.param(f"q_{name}_scale", torch.tensor(0.3), constraint=constraints.positive)
+        pyro.sample(name, dist.LogNormal(loc, sd))
+
+
+def _check_variance(name: str, value: Any) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise zoo.ZooError(f"{name} must be a positive number, got {value!r}") from None
+    if not np.isfinite(v) or v <= 0:
+        raise zoo.ZooError(f"{name} must be a positive, finite variance, got {value!r}")
+    return v
+
+
+def local_level_mle(y: np.ndarray, m0: float, P0: float) -> tuple[float, float]:
+    """Maximum-likelihood (q, r) of the Kalman log-likelihood, by L-BFGS on the log variances
+    from the moment start Var(diff y) / 2 for r, a tenth of it for q."""
+    d = max(float(np.var(np.diff(y))) if len(y) > 2 else 1.0, 1e-8)
+
+    def nll(u: np.ndarray) -> float:
+        return -float(kalman_local_level(y, np.exp(u[0]), np.exp(u[1]), m0, P0).log_likelihood)
+
+    best = min(
+        (
+            optimize.minimize(nll, np.log([d * f, d / 2]), method="L-BFGS-B")
+            for f in (0.01, 0.1, 1.0)
+        ),
+        key=lambda res: res.fun,
+    )
+    return float(np.exp(best.x[0])), float(np.exp(best.x[1]))
+
+
+@linear_gaussian_ssm.reference("kalman")
+def _(
+    y: torch.Tensor,
+    m0: float,
+    P0: float,
+    *,
+    q: float | None = None,
+    r: float | None = None,
+) -> zoo.Estimate:
+    """Kalman filter and RTS smoother (002 §32.2), exact given the variances (default: their
+    maximum-likelihood values, found on the filter's log-likelihood)."""
+    ys = np.asarray(y, dtype=float)
+    if (q is None) != (r is None):
+        raise zoo.ZooError("give both q and r (the two noise variances), or neither (MLE)")
+    if q is None:
+        q, r = local_level_mle(ys, m0, P0)
+    q, r = _check_variance("q", q), _check_variance("r", r)
+    k = kalman_local_level(ys, q, r, m0, P0)
+    return zoo.Estimate(
+        {"q": q, "r": r},
+        log_evidence=float(k.log_likelihood),
+        extras={
+            "filtered_mean": k.filtered_mean,
+            "filtered_var": k.filtered_var,
+            "predicted_mean": k.predicted_mean,
+            "predicted_var": k.predicted_var,
+            "smoothed_mean": k.smoothed_mean,
+            "smoothed_var": k.smoothed_var,
+        },
+    )
+
+
+@linear_gaussian_ssm.truth
+def _(y: torch.Tensor, m0: float, P0: float, scale: float) -> zoo.GroundTruth:
+    """The posterior of (q, r) by Gauss–Legendre quadrature on the log variances (a box of
+    +-5 around the maximum-likelihood point, 64^2 nodes), the Kalman filter at every node; the
+    moments of ``level`` and ``level_sd`` (functions of q and r) over the same grid."""
+    ys = np.asarray(y, dtype=float)
+    q_hat, r_hat = local_level_mle(ys, m0, P0)
+    uq, wq = zoo.gauss_legendre(64, np.log(q_hat) - 5, np.log(q_hat) + 5)
+    ur, wr = zoo.gauss_legendre(64, np.log(r_hat) - 5, np.log(r_hat) + 5)
+    U, V = np.meshgrid(uq, ur, indexing="ij")
+    k = kalman_local_level(ys, np.exp(U), np.exp(V), m0, P0)
+    # density of (log q, log r): the LogNormal priors are Normal on the log scale
+    log_prior = norm.logpdf(U, 2 * np.log(scale / 3), 2.0) + norm.logpdf(V, 2 * np.log(scale), 2)
+    log_post = np.log(wq)[:, None] + np.log(wr)[None, :] + log_prior + k.log_likelihood
+    log_z = logsumexp(log_post)
+    w = np.exp(log_post - log_z)
+    mean, sd = {}, {}
+    for name, value in (("q", np.exp(U)), ("r", np.exp(V))):
+        mean[name] = float((w * value).sum())
+        sd[name] = float(np.sqrt(max((w * value**2).sum() - mean[name] ** 2, 0.0)))
+    # the sites level and level_sd are functions of (q, r): their moments over the grid
+    for name, value in (("level", k.smoothed_mean), ("level_sd", np.sqrt(k.smoothed_var))):
+        mean[name] = (w * value).sum((1, 2))
+        sd[name] = np.sqrt(np.clip((w * value**2).sum((1, 2)) - mean[name] ** 2, 0.0, None))
+    return zoo.GroundTruth(
+        mean=mean,
+        sd=sd,
+        log_evidence=float(log_z),
+        source="exact: Kalman filter on a 64^2 Gauss–Legendre grid over (log q, log r)",
+    )
+
+
+@linear_gaussian_ssm.synthetic
+def _(seed: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """100 steps of a local level with q = 0.1, r = 1 from x_0 ~ N(0, 1) (torch's generator,
+    seeded by the runner)."""
+    T, q, r = 100, 0.1, 1.0
+    x = torch.randn(()) + (q**0.5 * torch.randn(T)).cumsum(0)
+    y = x + r**0.5 * torch.randn(T)
+    data = {"y": y, "t": torch.arange(1.0, T + 1), "m0": 0.0, "P0": 1.0, "scale": 1.0}
+    return data, {"q": torch.tensor(q), "r": torch.tensor(r), "level": x}
