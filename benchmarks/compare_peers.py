@@ -248,7 +248,8 @@ def run_zoo(name: str, engine: str, seed: int, sizes: tuple[int, int] | None) ->
     cell = Cell({s: post[s].values for s in continuous_sites(name)}, wall)
     cell.cpu_s = cpu
     given = {**spec.defaults, **run.options}
-    cell.sizes = f"{given.get('num_chains', '?')} x ({given.get('warmup', '?')} + " + (
+    chains = run.diagnostics.get("num_chains") or given.get("num_chains", "?")
+    cell.sizes = f"{chains} x ({given.get('warmup', '?')} + " + (
         f"{given.get('num_samples', '?')})"
     )
     found = [k for k in GRADIENT_KEYS if run.diagnostics.get(k) is not None]
