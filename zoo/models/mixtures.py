@@ -194,6 +194,12 @@ def _faithful(seed: int = 0) -> dict:
     return {"y": torch.tensor(load_faithful()["eruptions"].to_numpy(), dtype=torch.float), "K": 2}
 
 
+# gaussian_mixture's priors, read by the model and by its Gibbs sampler: means around the middle
+# of the eruption durations (3 min, sd 2), spreads around half a minute (log-normal, sd 1 in log)
+LOC_PRIOR = (3.0, 2.0)
+SCALE_PRIOR = (float(np.log(0.5)), 1.0)
+
+
 @zoo.register(
     data=_faithful,
     engine_options={
@@ -220,8 +226,10 @@ def gaussian_mixture(y: torch.Tensor, K: int = 2) -> None:
     removes label switching (the K! equivalent modes of 002 §18.2) so posteriors can be summarised.
     """
     weights = pyro.sample("weights", dist.Dirichlet(torch.ones(K)))
-    locs = pyro.sample("locs", SortedNormal(torch.tensor(3.0), torch.tensor(2.0), K))
-    scales = pyro.sample("scales", dist.LogNormal(np.log(0.5), 1.0).expand([K]).to_event(1))
+    locs = pyro.sample(
+        "locs", SortedNormal(torch.tensor(LOC_PRIOR[0]), torch.tensor(LOC_PRIOR[1]), K)
+    )
+    scales = pyro.sample("scales", dist.LogNormal(*SCALE_PRIOR).expand([K]).to_event(1))
     with pyro.plate("data", len(y)):
         z = pyro.sample("z", dist.Categorical(weights))
         # Vindex picks component z_n's parameters under any batch (enumeration, draws) dims
@@ -426,8 +434,7 @@ def _(
     """Gibbs sampler on the model's own posterior (ordered means, LogNormal spreads: one
     slice-sampling step for each spread); chains start from random data points."""
     y = y.double().numpy()
-    # the model's priors, stated once on the model (gaussian_mixture's docstring)
-    prior = (3.0, 2.0, float(np.log(0.5)), 1.0)
+    prior = (*LOC_PRIOR, *SCALE_PRIOR)
     mu = np.sort(np.random.choice(y, size=(num_chains, K)), axis=1)
     mu += 1e-6 * np.arange(K)  # ties between two starting points would break the ordering
     s = np.full((num_chains, K), y.std())

@@ -307,6 +307,25 @@ def _em_start(x: np.ndarray, K: int, M: int) -> dict[str, np.ndarray]:
     return {"pi": np.full(K, 1.0 / K), "A": A / A.sum(1, keepdims=True), "B": B / B.sum(1)[:, None]}
 
 
+def _categorical_baum_welch(
+    xs: np.ndarray, K: int, M: int, init: Mapping[str, Any] | None, max_iter: int, tol: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[float]]:
+    """:func:`baum_welch` with categorical emissions: log b_i(x_t) = log B[i, x_t]; M-step
+    b_ij = sum_t gamma_t(i) I(x_t = j) / sum_t gamma_t(i). From ``init`` or :func:`_em_start`.
+    Returns (pi, A, B, log-likelihood trace)."""
+    pi, A, B = _categorical_params(_em_start(xs, K, M) if init is None else init, K, M)
+    onehot = np.eye(M)[xs]  # (T, M)
+
+    def m_step(gamma: np.ndarray) -> np.ndarray:
+        return (gamma.T @ onehot) / gamma.sum(0)[:, None]
+
+    with np.errstate(divide="ignore"):
+        pi, A, B, trace, _ = baum_welch(
+            pi, A, B, lambda b: np.log(b[:, xs].T), m_step, max_iter, tol
+        )
+    return pi, A, B, trace
+
+
 @hmm.reference("em")
 def _(
     x: torch.Tensor,
@@ -319,16 +338,8 @@ def _(
 ) -> zoo.Estimate:
     """Baum–Welch (002 §19.6): maximum likelihood of (pi, A, B), monotone in log p(x)."""
     xs = _symbols(x, M)
-    pi, A, B = _categorical_params(_em_start(xs, K, M) if init is None else init, K, M)
-    onehot = np.eye(M)[xs]  # (T, M)
-
-    def m_step(gamma: np.ndarray) -> np.ndarray:
-        return (gamma.T @ onehot) / gamma.sum(0)[:, None]
-
+    pi, A, B, trace = _categorical_baum_welch(xs, K, M, init, max_iter, tol)
     with np.errstate(divide="ignore"):
-        pi, A, B, trace, post = baum_welch(
-            pi, A, B, lambda b: np.log(b[:, xs].T), m_step, max_iter, tol
-        )
         decoded = _decoded(pi, A, np.log(B[:, xs].T))
     values = {"pi": pi, "A": A, "B": B} | {f"z_{t}": z for t, z in enumerate(decoded["viterbi"])}
     return zoo.Estimate(
@@ -345,13 +356,7 @@ def _(x: torch.Tensor, K: int, M: int, *, params: Mapping[str, Any] | None = Non
     matrix-product form. The states' values in the estimate are the Viterbi path."""
     xs = _symbols(x, M)
     if params is None:
-        pi, A, B, _, _ = baum_welch(
-            *_categorical_params(_em_start(xs, K, M), K, M),
-            lambda b: np.log(b[:, xs].T),
-            lambda g: (g.T @ np.eye(M)[xs]) / g.sum(0)[:, None],
-            200,
-            1e-8,
-        )
+        pi, A, B, _ = _categorical_baum_welch(xs, K, M, None, 200, 1e-8)
     else:
         pi, A, B = _categorical_params(params, K, M)
     with np.errstate(divide="ignore"):
