@@ -11,7 +11,10 @@ used; a form that fails or disagrees is dropped with a warning that says why):
               and compiled by TorchInductor (needs a C compiler); a sampler's whole step
               (leapfrog, density and bookkeeping) can be fused into one compiled graph
               (:meth:`BatchedDensity.fuse`);
-``traced``    the same graph, run as an FX ``GraphModule`` (no compiler);
+``traced``    the same graph, run uncompiled: as TorchScript (``torch.jit.trace`` of the graph,
+              run by TorchScript's C++ interpreter: 2-5 times faster a call than the FX
+              ``GraphModule``'s Python, no compiler needed), or as the ``GraphModule`` where
+              scripting fails or disagrees (``ZOO_TORCHSCRIPT=0`` turns scripting off);
 ``vmap``      ``torch.func.vmap(torch.func.grad_and_value(f))``, eagerly;
 ``loop``      one chain at a time, with autograd.
 
@@ -132,6 +135,7 @@ class BatchedDensity:
             start += size
         self.blocks, self.dim = tuple(blocks), start
         self._graph: Fn | None = None
+        self._traced: Fn = self._loop  # the graph as run uncompiled (TorchScript or FX)
         self._fused: dict[Callable[..., Any], Callable[..., Any] | None] = {}
         self._bare_calls, self._bare_compiled = 0, False
         self.mode, self._fn = self._build(compile)
@@ -198,9 +202,25 @@ class BatchedDensity:
         except Exception as e:  # noqa: BLE001
             self.reasons["traced"] = one_line(e)
             return "vmap", eager
+        self._traced = self._scripted(graph, probe)
         if not compile:
-            return "traced", graph
+            return "traced", self._traced
         return self._to_compiled(graph)
+
+    def _scripted(self, graph: Fn, probe: torch.Tensor) -> Fn:
+        """The traced graph as TorchScript, run by its C++ interpreter (2-5 times faster a call
+        than the FX graph's Python); the FX graph where scripting fails or disagrees."""
+        if os.environ.get("ZOO_TORCHSCRIPT", "1") == "0":
+            return graph
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                script = torch.jit.trace(graph, (probe,), check_trace=False)
+            self._check(script, probe, reference=graph, fresh=True)
+        except Exception as e:  # noqa: BLE001 - the FX graph is always there
+            self.reasons["script"] = one_line(e)
+            return graph
+        return script
 
     def _to_compiled(self, graph: Fn) -> tuple[str, Fn]:
         """Compiled mode: the samplers' steps are fused through the graph and compiled on their
@@ -208,9 +228,9 @@ class BatchedDensity:
         have been :data:`BARE_COMPILE_AFTER` of them, then its own compiled form."""
         if not has_compiler():
             self.reasons["compiled"] = "no C compiler found"
-            return "traced", graph
+            return "traced", self._traced
         self._bare_calls = 0
-        return "compiled", graph
+        return "compiled", self._traced
 
     def _compile_bare(self) -> None:
         """The density's own compiled form, checked at fresh points (traced where that fails)."""
@@ -223,14 +243,14 @@ class BatchedDensity:
     def _compiled(self, graph: Fn) -> tuple[str, Fn]:
         if not has_compiler():
             self.reasons["compiled"] = "no C compiler found"
-            return "traced", graph
+            return "traced", self._traced
         try:
             probe = self.random_points(torch.Generator().manual_seed(0), scale=1.0)
             compiled = _inductor(graph, [probe])
             self._check(compiled, probe, reference=self._vmapped(), fresh=True)
         except Exception as e:  # noqa: BLE001
             self.reasons["compiled"] = one_line(e)
-            return "traced", graph
+            return "traced", self._traced
         return "compiled", compiled
 
     def fuse(self, step: Callable[..., tuple[torch.Tensor, ...]], args: Sequence[torch.Tensor]):
@@ -329,6 +349,26 @@ class BatchedDensity:
         self._spent += time.perf_counter() - start
         value, grad = sanitised(value, grad)
         return value.detach(), grad.detach()
+
+    def values(self, theta: torch.Tensor) -> torch.Tensor:
+        """log p at any number of points ``(n, dim)``, in batches of ``chains`` through the
+        traced graph (the last one padded); -inf outside the support."""
+        out = []
+        for chunk in theta.split(self.chains):
+            n = len(chunk)
+            if n < self.chains:
+                chunk = torch.cat([chunk, chunk[:1].expand(self.chains - n, -1)])
+            try:
+                if self.mode in ("vmap", "loop"):
+                    with _functional():
+                        value, grad = self._fn(chunk)
+                else:
+                    value, grad = self._traced(chunk)
+            except RuntimeError:
+                with _functional():
+                    value, grad = self._loop(chunk, tolerant=True)
+            out.append(sanitised(value, grad)[0][:n].detach())
+        return torch.cat(out)
 
     def constrain(self, theta: torch.Tensor) -> dict[str, torch.Tensor]:
         """Constrained site values of a batch ``(n, dim)``: site -> ``(n, *shape)``."""
