@@ -129,8 +129,8 @@ GENERIC_ENGINES: dict[str, EngineSpec] = {
             budgets={
                 "smoke": {"num_steps": 200, "num_samples": 200},
                 "check": {"num_steps": 300, "num_samples": 300},
-                "quick": {"num_steps": 1000, "num_samples": 500, "jit": True},
-                "full": {"num_steps": 3000, "num_samples": 2000, "jit": True},
+                "quick": {"num_steps": 1000, "num_samples": 500},
+                "full": {"num_steps": 3000, "num_samples": 2000},
             },
         ),
         declare(

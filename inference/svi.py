@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -23,17 +24,22 @@ from pyro.infer import (
 )
 from scipy.special import logsumexp
 
+from .advi import FAMILIES, advi
 from .arviz_io import make_run, psis_pareto_k
 from .context import EngineContext
+from .density import BatchedDensity, DensityWarning, batched_density, has_compiler
 from .discrete import enumerated
 from .joint import log_joint_draws
+from .mcmc import chain_seed
 from .optim import AUTOGUIDES, autoguide, fit
 from .posterior import complete
 from .replay import guide_draws
-from .results import Evidence, Run, ZooError
+from .results import Evidence, Run, ZooError, one_line
 
 ELBOS = ("trace", "meanfield", "enum", "graph", "iwae", "renyi")
 GUIDES = ("model", *AUTOGUIDES)
+# the ELBOs the batched path fits (its entropy is exact, its expectation reparameterised)
+BATCHED_ELBOS = (None, "trace", "meanfield", "enum")
 
 
 def make_elbo(
@@ -162,6 +168,21 @@ def weighted_draws(
     return values, log_joint_draws(ctx.model, ctx.data, values, s, name=ctx.name) - log_q
 
 
+def batched_backend(ctx: EngineContext, guide: str | None, elbo: str | None) -> str | None:
+    """None if the zoo's batched ADVI (:mod:`inference.advi`) fits this guide and ELBO, else why
+    not (then Pyro's SVI does)."""
+    name = guide or ("model" if ctx.guide is not None else "normal")
+    if name not in FAMILIES:
+        return f"guide={name!r} is fitted by Pyro's SVI (the batched path fits {list(FAMILIES)})"
+    if elbo not in BATCHED_ELBOS:
+        return (
+            f"elbo={elbo!r} is fitted by Pyro's SVI (the batched path fits trace, meanfield, enum)"
+        )
+    if not ctx.structure.continuous:
+        return "the model has no continuous latent sites"
+    return None
+
+
 def svi_engine(
     ctx: EngineContext,
     *,
@@ -171,15 +192,53 @@ def svi_engine(
     lr: float = 0.05,
     num_particles: int = 1,
     num_samples: int = 1000,
-    jit: bool = False,
+    jit: bool | None = None,
+    backend: str | None = None,
 ) -> Run:
     """Fit a guide by SVI, then draw ``num_samples`` from it as a one-chain posterior.
+
+    Gaussian autoguides (``normal``, ``mvn``) are fitted by the zoo's batched ADVI on the model's
+    compiled log density (``backend="zoo"``, the default where it applies: the particles are the
+    batch, one fused step per iteration); the model's own guide and the other autoguides and
+    ELBOs by Pyro's SVI (``backend="pyro"``, which also fits the Gaussian guides on request).
+    ``jit``: for the zoo, compile the density (None: once the run shows it pays); for Pyro, its
+    JIT-compiled ELBO.
 
     Discrete sites the guide does not sample are enumerated in the model (``elbo="enum"``, the
     default then) and recovered afterwards from their exact conditional posterior given each guide
     draw. Importance weights p(y, z)/q(z) of the draws give Pareto k-hat and an evidence estimate;
     the run's evidence is the ELBO averaged over those draws (a lower bound).
     """
+    why_not = batched_backend(ctx, guide, elbo)
+    if backend == "zoo" and why_not:
+        raise ZooError(f"backend='zoo' does not apply: {why_not}; use backend='pyro'")
+    if backend != "pyro" and why_not is None:
+        compile_ = bool(jit) and has_compiler()
+        try:
+            density = batched_density(
+                ctx.model, ctx.data, ctx.structure, num_particles, compile=compile_
+            )
+        except (ValueError, RuntimeError) as e:  # no point of finite density was found, ...
+            if backend == "zoo":
+                raise
+            warnings.warn(
+                f"svi: the batched log density cannot be built ({one_line(e)}); fitting with "
+                "Pyro's SVI instead",
+                DensityWarning,
+                stacklevel=2,
+            )
+        else:
+            return _batched_svi(
+                ctx,
+                density,
+                guide=guide or "normal",
+                elbo=elbo,
+                num_steps=num_steps,
+                lr=lr,
+                num_particles=num_particles,
+                num_samples=num_samples,
+                jit=jit,
+            )
     fitted = fit_guide(
         ctx,
         guide=guide,
@@ -187,7 +246,7 @@ def svi_engine(
         num_steps=num_steps,
         lr=lr,
         num_particles=num_particles,
-        jit=jit,
+        jit=bool(jit),
     )
     values, log_w = weighted_draws(
         ctx,
@@ -197,16 +256,98 @@ def svi_engine(
         num_samples,
         name=f"the guide of {ctx.name}",
     )
-    finite = np.isfinite(log_w)
     posterior = {k: v.numpy()[None] for k, v in values.items()}
-    posterior, log_lik, omitted = complete(ctx, posterior, recover=fitted.enumerated)
-    trace = fitted.trace
     diagnostics = {
         "guide": fitted.name,
         "elbo_kind": fitted.elbo,
-        "num_steps": num_steps,
+        "backend": "pyro",
+        "jit": bool(jit),
+    }
+    return _svi_run(
+        ctx,
+        posterior,
+        log_w,
+        fitted.trace,
+        recover=fitted.enumerated,
+        point=fitted.name == "delta",
+        diagnostics=diagnostics,
+        num_steps=num_steps,
+    )
+
+
+def _batched_svi(
+    ctx: EngineContext,
+    density: BatchedDensity,
+    *,
+    guide: str,
+    elbo: str | None,
+    num_steps: int,
+    lr: float,
+    num_particles: int,
+    num_samples: int,
+    jit: bool | None,
+) -> Run:
+    """SVI by the zoo's batched ADVI; draws and importance weights from the same density."""
+    s = ctx.structure
+    density.start_run(auto_compile=jit is None)
+    gen = torch.Generator().manual_seed(chain_seed(ctx.seed, 0))
+    family = FAMILIES[guide]
+    pyro.set_rng_seed(chain_seed(ctx.seed, 1))  # the start (prior medians) whether or not the
+    with torch.no_grad():  # density was built in this run (building it draws from the prior)
+        q, trace = advi(
+            ctx,
+            density,
+            family=family,
+            num_steps=num_steps,
+            lr=lr,
+            gen=gen,
+            desc=f"{ctx.name} svi[{guide},{family}]",
+        )
+        theta, log_q = q.sample(num_samples, gen)
+        log_p = density.values(theta)
+    log_w = (log_p.double() - log_q.double()).numpy()
+    values = density.constrain(theta)
+    posterior = {k: v.numpy()[None] for k, v in values.items()}
+    elbo_kind = elbo or ("enum" if s.discrete else "trace")
+    diagnostics = {
+        "guide": guide,
+        "elbo_kind": elbo_kind,
+        "backend": "zoo",
         "jit": jit,
-        "final_elbo": float(np.mean(trace[-min(100, len(trace)) :])),
+        "density": density.mode,
+        "num_particles": num_particles,
+    }
+    return _svi_run(
+        ctx,
+        posterior,
+        log_w,
+        trace,
+        recover=s.discrete,
+        point=False,
+        diagnostics=diagnostics,
+        num_steps=num_steps,
+    )
+
+
+def _svi_run(
+    ctx: EngineContext,
+    posterior: dict[str, np.ndarray],
+    log_w: np.ndarray,
+    trace: list[float],
+    *,
+    recover: tuple[str, ...],
+    point: bool,
+    diagnostics: dict[str, Any],
+    num_steps: int,
+) -> Run:
+    """The Run of a fitted guide: its draws completed, its ELBO trace, importance diagnostics."""
+    finite = np.isfinite(log_w)
+    posterior, log_lik, omitted = complete(ctx, posterior, recover=recover)
+    finite_trace = [x for x in trace[-min(100, len(trace)) :] if np.isfinite(x)]
+    diagnostics = {
+        **diagnostics,
+        "num_steps": num_steps,
+        "final_elbo": float(np.mean(finite_trace)) if finite_trace else float("nan"),
         "pareto_k": psis_pareto_k(log_w[finite]) if finite.sum() > 10 else float("nan"),
         "is_log_evidence": float(logsumexp(log_w[finite]) - np.log(finite.sum()))
         if finite.any()
@@ -217,7 +358,7 @@ def svi_engine(
     return make_run(
         "svi",
         posterior,
-        kind="point" if fitted.name == "delta" else "draws",
+        kind="point" if point else "draws",
         log_likelihood=log_lik,
         observed_data=ctx.data,
         evidence=Evidence(float(np.mean(log_w[finite])), "lower_bound") if finite.any() else None,
