@@ -1,4 +1,4 @@
-"""Continuous latent factors: probabilistic PCA (seed 000 §3.3.1, first half)."""
+"""Continuous latent factors: probabilistic PCA and the mixture of PPCA (seed 000 §3.3.1)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,9 @@ import pyro
 import pyro.distributions as dist
 import torch
 from pyro.distributions import constraints
+from pyro.ops.indexing import Vindex
+from scipy.special import logsumexp
+from torch.distributions import biject_to, transform_to
 from tqdm.auto import tqdm
 
 import zoo
@@ -33,16 +36,20 @@ def canonical_loadings(W: np.ndarray) -> np.ndarray:
     return out * np.where(signs == 0, 1.0, signs)
 
 
+def ppca_log_density(X: np.ndarray, W: np.ndarray, mu: np.ndarray, sigma2: float) -> np.ndarray:
+    """log N(x_i | mu, C) for each row x_i of X, C = W W^T + s^2 I: x_i's density with z_i
+    integrated out. With C = L L^T (Cholesky) and u_i = L^-1 (x_i - mu):
+    -1/2 [D ln 2 pi + ln|C| + |u_i|^2]."""
+    D = X.shape[1]
+    L = np.linalg.cholesky(W @ W.T + sigma2 * np.eye(D))
+    u = (X - mu) @ np.linalg.inv(L).T
+    return -0.5 * (D * np.log(2 * np.pi) + 2 * np.log(np.diag(L)).sum() + (u**2).sum(1))
+
+
 def ppca_log_likelihood(X: np.ndarray, W: np.ndarray, mu: np.ndarray, sigma2: float) -> float:
     """log p(X | W, mu, sigma^2) = -N/2 [D ln 2 pi + ln|C| + tr(C^-1 S_mu)], C = W W^T + s^2 I,
     S_mu = (1/N) sum_i (x_i - mu)(x_i - mu)^T: x_i ~ N(mu, C) with z_i integrated out."""
-    n, D = X.shape
-    C = W @ W.T + sigma2 * np.eye(D)
-    R = X - mu
-    _, logdet = np.linalg.slogdet(C)
-    return float(
-        -0.5 * (n * D * np.log(2 * np.pi) + n * logdet + np.trace(np.linalg.solve(C, R.T @ R)))
-    )
+    return float(ppca_log_density(X, W, mu, sigma2).sum())
 
 
 def check_rank(X: torch.Tensor, d: int) -> None:
@@ -242,3 +249,334 @@ def _(
 def _(seed: int) -> tuple[dict[str, Any], dict[str, Any]]:
     """100 points in R^6 from known W (2 factors), mu and sigma = 0.5 (see ppca_synthetic)."""
     return ppca_synthetic(seed)
+
+
+# --------------------------------------------------------------------------- mixture_ppca
+
+
+class _FirstColumnIncreasing(constraints.Constraint):
+    """(C, D) matrices whose first column increases down the rows: C points of R^D listed in
+    increasing order of their first coordinate."""
+
+    event_dim = 2
+
+    def check(self, value: torch.Tensor) -> torch.Tensor:
+        first = value[..., 0]
+        return (first[..., 1:] > first[..., :-1]).all(-1)
+
+
+first_column_increasing = _FirstColumnIncreasing()
+
+
+class FirstColumnIncreasingTransform(dist.transforms.Transform):
+    """R^(C x D) -> :data:`first_column_increasing`: Pyro's ordered transform (y_1 = x_1, y_c =
+    y_(c-1) + exp(x_c)) on the first column, the identity on the others."""
+
+    domain = constraints.independent(constraints.real, 2)
+    codomain = first_column_increasing
+    bijective = True
+    _ordered = dist.transforms.OrderedTransform()
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, FirstColumnIncreasingTransform)
+
+    def __hash__(self) -> int:
+        return hash(type(self))
+
+    def _call(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cat([self._ordered(x[..., 0]).unsqueeze(-1), x[..., 1:]], -1)
+
+    def _inverse(self, y: torch.Tensor) -> torch.Tensor:
+        return torch.cat([self._ordered.inv(y[..., 0]).unsqueeze(-1), y[..., 1:]], -1)
+
+    def log_abs_det_jacobian(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return x[..., 1:, 0].sum(-1)
+
+
+# NUTS, autoguides and pyro.param map the constraint to the unconstrained space through these
+biject_to.register(_FirstColumnIncreasing)(lambda _: FirstColumnIncreasingTransform())
+transform_to.register(_FirstColumnIncreasing)(lambda _: FirstColumnIncreasingTransform())
+
+
+class SortedPointsNormal(dist.TorchDistribution):
+    """C iid points of R^D with N(loc, scale^2) coordinates, listed by increasing first
+    coordinate: density C! prod_(c, j) N(x_cj | loc, scale) on x_11 < ... < x_C1.
+
+    As the prior of the mixture's means it removes the C! label-switching modes without changing
+    the model otherwise (the multivariate counterpart of mixtures.py's ``SortedNormal``)."""
+
+    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
+    support = first_column_increasing
+
+    def __init__(self, loc: Any, scale: Any, C: int, D: int, validate_args: Any = None) -> None:
+        self.loc, self.scale, self.C, self.D = torch.as_tensor(loc), torch.as_tensor(scale), C, D
+        super().__init__(torch.Size(), torch.Size([C, D]), validate_args=validate_args)
+
+    def sample(self, sample_shape: torch.Size | tuple = ()) -> torch.Tensor:
+        with torch.no_grad():
+            shape = torch.Size(sample_shape) + (self.C, self.D)
+            x = dist.Normal(self.loc, self.scale).sample(shape)
+            order = x[..., 0].argsort(-1)
+            return torch.gather(x, -2, order.unsqueeze(-1).expand(x.shape))
+
+    def log_prob(self, value: torch.Tensor) -> torch.Tensor:
+        lp = dist.Normal(self.loc, self.scale).log_prob(value).sum((-1, -2))
+        return lp + torch.lgamma(torch.tensor(self.C + 1.0))
+
+
+def check_mixture(X: torch.Tensor, C: int, d: int) -> None:
+    """A clear error for data or sizes the mixture of PPCA cannot take."""
+    check_rank(X, d)
+    if isinstance(C, bool) or not (isinstance(C, int) and C >= 1):
+        raise zoo.ZooError(f"C (the number of components) must be an integer >= 1, got {C!r}")
+    if X.shape[0] < C * (d + 2):
+        raise zoo.ZooError(
+            f"C = {C} components of rank d = {d} need at least C (d + 2) = {C * (d + 2)} "
+            f"points, got N = {X.shape[0]}"
+        )
+
+
+def mppca_synthetic(
+    seed: int, n: int = 200, D: int = 6, d: int = 2, C: int = 2
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """n points near C planes (d-dim) in R^D with known truth; numpy's generator seeded by
+    ``seed``. Weights proportional to (1.5 .. 1) (0.6, 0.4 for C = 2); means N(0, I) with
+    first coordinates 8 apart (-4, 4), so the components keep the model's order; W_c = U_c
+    diag(2 .. 1), U_c a random orthonormal D x d frame; noise sd (0.3 .. 0.5)."""
+    rng = np.random.default_rng(seed)
+    pi = np.linspace(1.5, 1.0, C)
+    pi /= pi.sum()
+    mu = rng.standard_normal((C, D))
+    mu[:, 0] = 8.0 * (np.arange(C) - (C - 1) / 2)
+    frames = [np.linalg.qr(rng.standard_normal((D, d)))[0] for _ in range(C)]
+    W = np.stack([U * np.linspace(2.0, 1.0, d) for U in frames])
+    sigma = np.linspace(0.3, 0.5, C)
+    t = rng.choice(C, size=n, p=pi)
+    z = rng.standard_normal((n, d))
+    X = np.einsum("njk,nk->nj", W[t], z) + mu[t] + sigma[t, None] * rng.standard_normal((n, D))
+    f32 = dict(dtype=torch.float32)
+    truth = {
+        "pi": torch.tensor(pi, **f32),
+        "mu": torch.tensor(mu, **f32),
+        "W": torch.tensor(W, **f32),
+        "sigma": torch.tensor(sigma, **f32),
+        "t": torch.tensor(t),
+        "z": torch.tensor(z, **f32),
+    }
+    return {"X": torch.tensor(X, **f32), "C": C, "d": d}, truth
+
+
+def _two_planes(seed: int = 0) -> dict[str, Any]:
+    """200 points in R^6 near two planes: the default data (see the synthetic generator)."""
+    return mppca_synthetic(seed)[0]
+
+
+@zoo.register(
+    data=_two_planes,
+    engines=("svi",),
+    params=("pi", "mu", "sigma"),
+    engine_options={"svi": {"num_steps": 500, "lr": 0.05}},
+    seed_ref="000 §3.3.1 (L790–817)",
+)
+def mixture_ppca(X: torch.Tensor, C: int = 2, d: int = 2) -> None:
+    r"""Mixture of probabilistic PCA: each observation comes from one of C PPCA models, each with
+    its own mean, d-dim loadings and noise level (Tipping & Bishop 1999).
+
+    Generative story (seed 000 §3.3.1, L791–795)::
+
+        pi            ~ Dirichlet(1, ..., 1)           mixing weights
+        mu_c          ~ N(0, 10^2 I_D), c = 1..C,      means, with mu_11 < ... < mu_C1 (below)
+        W_c,jk        ~ N(0, 10^2)                     loadings, D x d each
+        sigma_c       ~ LogNormal(0, 2)                noise sd of component c
+        t_n           ~ Categorical(pi)                component of x_n      n = 1..N
+        z_n           ~ N(0, I_d)                      its factor coordinates
+        x_n | t_n = c, z_n ~ N(W_c z_n + mu_c, sigma_c^2 I_D)
+        =>  x_n | t_n = c ~ N(mu_c, W_c W_c^T + sigma_c^2 I)    (z_n integrated out)
+
+           pi ---> (t_n) ---> [x_n] <--- (z_n)          n = 1..N
+                                ^
+                    mu_c, W_c, sigma_c                  c = 1..C
+
+    z_n is integrated out analytically (``LowRankMultivariateNormal``: the covariance is never
+    formed) and t_n is enumerated (summed out exactly: by ``TraceEnum_ELBO`` in svi, by the
+    E-step in em; drawn afterwards from its exact conditional), so no local latent is sampled.
+    The seed writes one sigma^2 I shared by the components while listing a sigma_k per component
+    "in R^D" (isotropic: a typo, as in PPCA); here each component has its own sigma_c, as in
+    Tipping & Bishop. The seed's E-step denominator "sum_i ∫ ..." (L802) should read sum over
+    t_i of ∫ ... dz_i.
+
+    Label switching: the means' prior is ordered by their first coordinate (mu_11 < mu_21 < ...,
+    :class:`SortedPointsNormal`), which removes the C! relabelled copies of every mode; the EM
+    engine lists its components in the same order. So pi_c, mu_c and sigma_c compare across
+    engines as long as the components' first coordinates are apart (on other data, put the
+    coordinate that separates them first). Each W_c is identified only up to a rotation W_c R:
+    tables compare pi, mu and sigma; ``em`` reports each W_c on its principal axes
+    (:func:`canonical_loadings`). The priors are weak, as in :func:`probabilistic_pca`, so the
+    posterior mode sits near the maximum-likelihood fit that EM finds.
+
+    Engines: ``em`` and ``svi`` with the guide below (the seed's pair). NUTS is not registered:
+    started from a prior draw its chain settles where two components share one cluster (the
+    ordering keeps their means from passing each other), and each loadings' rotation is a flat
+    circle its trajectories run around (200 draws took 70 s at tree depth 6, 350 s at 10).
+    """
+    check_mixture(X, C, d)
+    N, D = X.shape
+    pi = pyro.sample("pi", dist.Dirichlet(torch.ones(C)))
+    mu = pyro.sample("mu", SortedPointsNormal(0.0, 10.0, C, D))
+    W = pyro.sample("W", dist.Normal(0.0, 10.0).expand([C, D, d]).to_event(3))
+    sigma = pyro.sample("sigma", dist.LogNormal(0.0, 2.0).expand([C]).to_event(1))
+    with pyro.plate("data", N):
+        t = pyro.sample("t", dist.Categorical(pi), infer={"enumerate": "parallel"})
+        # Vindex picks component t_n's parameters under any batch (enumeration, draws) dims
+        s2 = Vindex(sigma)[..., t] ** 2
+        noise = s2.unsqueeze(-1).expand(*s2.shape, D)  # sigma_t^2 I as LowRank's diagonal
+        x_dist = dist.LowRankMultivariateNormal(
+            Vindex(mu)[..., t, :], Vindex(W)[..., t, :, :], noise
+        )
+        pyro.sample("X", x_dist, obs=X)
+
+
+def mppca_start(X: np.ndarray, C: int, d: int) -> dict[str, np.ndarray]:
+    """Where EM and the guide start: the points ranked by their projection on the data's first
+    principal axis and cut into C equal groups, each group fitted by the PPCA closed form
+    (:func:`ppca_ml`) for (W_c, mu_c, sigma_c^2), pi = 1/C; components in the model's order."""
+    R = X - X.mean(0)
+    axis = np.linalg.svd(R, full_matrices=False)[2][0]
+    fits = [ppca_ml(X[g], d) for g in np.array_split(np.argsort(R @ axis), C)]
+    order = np.argsort([mu[0] for _, mu, _ in fits])
+    floor = 1e-6 * float(X.var())
+    return {
+        "pi": np.full(C, 1.0 / C),
+        "mu": np.stack([fits[c][1] for c in order]),
+        "W": np.stack([fits[c][0] for c in order]),
+        "sigma2": np.array([max(fits[c][2], floor) for c in order]),
+    }
+
+
+@mixture_ppca.set_guide
+def _(X: torch.Tensor, C: int, d: int) -> None:
+    """Variational EM, the guide of the seed's derivation (L802–809): point masses on the
+    parameters (the M-step's theta), with t_n enumerated exactly in the model and z_n integrated
+    out (the E-step, exact), so the ELBO is log p(X | theta) + log p(theta) and SVI climbs to the
+    MAP. Starts where EM does (:func:`mppca_start`)."""
+    start: dict[str, np.ndarray] = {}
+
+    def init(name: str) -> torch.Tensor:
+        if not start:  # only when a parameter is first created
+            start.update(mppca_start(X.detach().double().numpy(), C, d))
+        value = np.sqrt(start["sigma2"]) if name == "sigma" else start[name]
+        return torch.tensor(value, dtype=X.dtype)
+
+    pi = pyro.param("q_pi", lambda: init("pi"), constraint=constraints.simplex)
+    mu = pyro.param("q_mu", lambda: init("mu"), constraint=first_column_increasing)
+    W = pyro.param("q_W", lambda: init("W"))
+    sigma = pyro.param("q_sigma", lambda: init("sigma"), constraint=constraints.positive)
+    pyro.sample("pi", dist.Delta(pi, event_dim=1))
+    pyro.sample("mu", dist.Delta(mu, event_dim=2))
+    pyro.sample("W", dist.Delta(W, event_dim=3))
+    pyro.sample("sigma", dist.Delta(sigma, event_dim=1))
+
+
+def mppca_responsibilities(
+    X: np.ndarray, pi: np.ndarray, mu: np.ndarray, W: np.ndarray, sigma2: np.ndarray
+) -> tuple[np.ndarray, float]:
+    """E-step over t (seed L802, summed over t_n with z_n integrated out): R_nc = P(t_n = c |
+    x_n) = pi_c N(x_n | mu_c, C_c) / sum_k pi_k N(x_n | mu_k, C_k), C_c = W_c W_c^T + s_c^2 I;
+    and log p(X | theta) = sum_n log sum_k pi_k N(x_n | mu_k, C_k)."""
+    log_joint = np.log(pi) + np.stack(
+        [ppca_log_density(X, W[c], mu[c], sigma2[c]) for c in range(len(pi))], axis=1
+    )
+    log_px = logsumexp(log_joint, axis=1, keepdims=True)
+    return np.exp(log_joint - log_px), float(log_px.sum())
+
+
+def mppca_em_steps(
+    X: np.ndarray,
+    pi: np.ndarray,
+    mu: np.ndarray,
+    W: np.ndarray,
+    sigma2: np.ndarray,
+    max_iter: int,
+    tol: float,
+    progress: bool = False,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[float], np.ndarray]:
+    """EM for a mixture of PPCA (seed 000 §3.3.1 L802–809; Tipping & Bishop 1999, Appendix C).
+    Returns (pi, mu, W, sigma^2, log-likelihood per iteration, responsibilities).
+
+    Each iteration is two cycles, each an E-step and a partial M-step (Meng & van Dyk's AECM:
+    neither can lower the log-likelihood):
+
+    cycle 1, t_n missing: R_nc = P(t_n = c | x_n, theta) (:func:`mppca_responsibilities`);
+        N_c = sum_n R_nc,  pi_c = N_c / N,  mu_c = sum_n R_nc x_n / N_c.
+    cycle 2, t_n and z_n missing: R_nc again at the new (pi, mu); then each component's PPCA
+        EM step on its responsibility-weighted covariance, with M_c = W_c^T W_c + s_c^2 I:
+        S_c   = sum_n R_nc (x_n - mu_c)(x_n - mu_c)^T / N_c
+        W_c  <- S_c W_c (s_c^2 I + M_c^-1 W_c^T S_c W_c)^-1
+        s_c^2 <- tr(S_c - S_c W_c M_c^-1 W_c(new)^T) / D
+    (the E-step's <z_n | t_n = c> = M_c^-1 W_c^T (x_n - mu_c) summed into S_c). s_c^2 is kept
+    above 1e-6 of the data's variance, so a component cannot collapse onto a point.
+    """
+    n, D = X.shape
+    C, _, d = W.shape
+    pi, mu, W, sigma2 = (np.array(a, dtype=float) for a in (pi, mu, W, sigma2))
+    floor = 1e-6 * float(X.var())
+    R, log_lik = mppca_responsibilities(X, pi, mu, W, sigma2)
+    trace = [log_lik]
+    for _ in tqdm(range(max_iter), desc="em", disable=not progress, leave=False):
+        Nc = R.sum(0)  # cycle 1
+        pi = Nc / n
+        mu = (R.T @ X) / Nc[:, None]
+        R, _ = mppca_responsibilities(X, pi, mu, W, sigma2)  # cycle 2
+        Nc = R.sum(0)
+        for c in range(C):
+            Xc = X - mu[c]
+            S = (R[:, c, None] * Xc).T @ Xc / Nc[c]
+            M_inv = np.linalg.inv(W[c].T @ W[c] + sigma2[c] * np.eye(d))
+            SW = S @ W[c]
+            W_new = SW @ np.linalg.inv(sigma2[c] * np.eye(d) + M_inv @ W[c].T @ SW)
+            sigma2[c] = max(float(np.trace(S - SW @ M_inv @ W_new.T)) / D, floor)
+            W[c] = W_new
+        R, log_lik = mppca_responsibilities(X, pi, mu, W, sigma2)
+        trace.append(log_lik)
+        if abs(trace[-1] - trace[-2]) < tol * abs(trace[-1]):
+            break
+    return pi, mu, W, sigma2, trace, R
+
+
+@mixture_ppca.reference("em")
+def _(
+    X: torch.Tensor,
+    C: int,
+    d: int,
+    *,
+    max_iter: int = 1000,
+    tol: float = 1e-10,
+    progress: bool = False,
+) -> zoo.Estimate:
+    """EM for the maximum-likelihood mixture (Tipping & Bishop 1999), from :func:`mppca_start`;
+    components listed by increasing first coordinate of their means (the model's order)."""
+    check_mixture(X, C, d)
+    x = X.double().numpy()
+    s = mppca_start(x, C, d)
+    pi, mu, W, sigma2, trace, R = mppca_em_steps(
+        x, s["pi"], s["mu"], s["W"], s["sigma2"], max_iter, tol, progress
+    )
+    o = np.argsort(mu[:, 0])
+    return zoo.Estimate(
+        {
+            "pi": pi[o],
+            "mu": mu[o],
+            "W": np.stack([canonical_loadings(W[c]) for c in o]),
+            "sigma": np.sqrt(sigma2[o]),
+        },
+        traces={"log_likelihood": trace},
+        log_evidence=trace[-1],
+        extras={"responsibilities": R[:, o], "sigma2": sigma2[o]},
+    )
+
+
+@mixture_ppca.synthetic
+def _(seed: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """200 points in R^6 near two planes with known weights, means, loadings and noise (see
+    mppca_synthetic)."""
+    return mppca_synthetic(seed)
