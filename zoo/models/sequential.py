@@ -27,6 +27,8 @@ from scipy.stats import norm
 import zoo
 from datasets import load_nile
 
+from .mixtures import SortedNormal
+
 # ============================================================================ HMM algorithms
 
 
@@ -297,14 +299,20 @@ def _decoded(pi: np.ndarray, A: np.ndarray, log_b: np.ndarray) -> dict[str, Any]
     }
 
 
+def _sticky_start(K: int) -> np.ndarray:
+    """Baum–Welch's starting transition matrix: stay with probability 0.7, the rest spread
+    evenly over the other states."""
+    A = np.full((K, K), 0.3 / max(K - 1, 1)) + np.eye(K) * (0.7 - 0.3 / max(K - 1, 1))
+    return A / A.sum(1, keepdims=True)
+
+
 def _em_start(x: np.ndarray, K: int, M: int) -> dict[str, np.ndarray]:
     """A deterministic asymmetric start: uniform pi, sticky A, B tilted towards a different
     symbol per state (EM cannot leave a start where every state is the same)."""
     tilt = np.exp(-0.5 * (np.arange(M)[None, :] - np.linspace(0, M - 1, K)[:, None]) ** 2)
     counts = np.bincount(x, minlength=M) + 1.0
     B = counts * (0.5 + tilt)
-    A = np.full((K, K), 0.3 / max(K - 1, 1)) + np.eye(K) * (0.7 - 0.3 / max(K - 1, 1))
-    return {"pi": np.full(K, 1.0 / K), "A": A / A.sum(1, keepdims=True), "B": B / B.sum(1)[:, None]}
+    return {"pi": np.full(K, 1.0 / K), "A": _sticky_start(K), "B": B / B.sum(1)[:, None]}
 
 
 def _categorical_baum_welch(
@@ -373,6 +381,286 @@ def _(seed: int) -> tuple[dict[str, Any], dict[str, Any]]:
     x, z = sample_hmm(np.random.default_rng(seed), SEED_PI, SEED_A, SEED_B, 200)
     truth = {"pi": SEED_PI, "A": SEED_A, "B": SEED_B} | {f"z_{t}": v for t, v in enumerate(z)}
     return {"x": torch.tensor(x), "K": 2, "M": 3}, {k: torch.as_tensor(v) for k, v in truth.items()}
+
+
+# =========================================================================== gaussian_hmm
+
+# The synthetic two-regime series (catalogue §4): a calm regime around -1 and a turbulent one
+# around 1.5, each persisting for about ten steps (expected dwell 1 / (1 - a_kk): 10 and 6.7).
+REGIME_PI = np.array([0.5, 0.5])
+REGIME_A = np.array([[0.9, 0.1], [0.15, 0.85]])
+REGIME_MU = np.array([-1.0, 1.5])
+REGIME_SIGMA = np.array([0.5, 0.8])
+# gaussian_hmm's priors, read by the model and by the tests' independent log-prior: regime means
+# within a few units of 0 (data on a unit scale: standardise a series first), spreads from about
+# a tenth to ten times the unit (log-normal, sd 1 in log), and extra self-transition mass.
+MU_PRIOR = (0.0, 3.0)
+SIGMA_PRIOR = (0.0, 1.0)
+STICKY = 3.0  # pseudo-counts added to a_kk: prior mean of a_kk is (1 + STICKY) / (K + STICKY)
+REGIME_T = 12  # the default series's length: see _regime_series
+
+
+def sticky_concentration(K: int) -> torch.Tensor:
+    """The Dirichlet concentration of the transition rows: 1 everywhere, 1 + STICKY on the
+    diagonal (row i favours staying in state i)."""
+    return torch.ones(K, K) + STICKY * torch.eye(K)
+
+
+def sample_gaussian_hmm(
+    rng: np.random.Generator,
+    pi: np.ndarray,
+    A: np.ndarray,
+    mu: np.ndarray,
+    sigma: np.ndarray,
+    T: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Ancestral sampling of an HMM with Gaussian emissions: (observations, states)."""
+    z = np.empty(T, dtype=int)
+    for t in range(T):
+        z[t] = rng.choice(len(pi), p=pi if t == 0 else A[z[t - 1]])
+    return mu[z] + sigma[z] * rng.standard_normal(T), z
+
+
+def _regime_series(seed: int = 0) -> dict[str, Any]:
+    """REGIME_T steps of the two-regime process, a fixed stream (the default data does not
+    change with the run's seed; this stream visits both regimes: 3 steps turbulent, 7 calm,
+    2 turbulent). Short on purpose: NUTS and SVI sum the states out by Pyro's enumeration through
+    a traced graph of T steps at every gradient, a cost that grows with T."""
+    x, _ = sample_gaussian_hmm(
+        np.random.default_rng(4), REGIME_PI, REGIME_A, REGIME_MU, REGIME_SIGMA, REGIME_T
+    )
+    return {"x": torch.tensor(x, dtype=torch.float), "K": 2}
+
+
+@zoo.register(
+    data=_regime_series,
+    params=("pi", "A", "mu", "sigma"),
+    engines=("svi", "nuts", "enum"),
+    engine_options={"nuts": {"num_samples": 200, "warmup": 200, "num_chains": 4}},
+    seed_ref="002 §19.3.1 (L3404–3406); ch. 19",
+)
+def gaussian_hmm(x: torch.Tensor, K: int = 2) -> None:
+    r"""Hidden Markov model with Gaussian emissions (a regime-switching series); the states are
+    summed out exactly.
+
+    Generative story (seed 002 §19.3.1, L3404–3406: the emission "~ f(x_t | theta_i)", here a
+    normal; the chain as in §19.3, L3340–3345)::
+
+        pi      ~ Dirichlet(1, ..., 1)                  initial state distribution (K)
+        A[i, :] ~ Dirichlet(1, .., 1 + 3, .., 1)        transition row i, 3 extra on a_ii (sticky)
+        mu      ~ SortedNormal(0, 3; K)                 regime means, mu_1 < ... < mu_K
+        sigma_k ~ LogNormal(0, 1),  k = 1..K            regime standard deviations
+        z_1 ~ Categorical(pi),  z_t | z_{t-1} ~ Categorical(A[z_{t-1}]),  t = 2..T
+        x_t | z_t ~ Normal(mu_{z_t}, sigma_{z_t}),  t = 1..T
+
+          pi,A ---> (z_1) ---> (z_2) ---> ... ---> (z_T)
+                      |          |                   |
+          mu,sigma -> [x_1]     [x_2]               [x_T]
+
+    The document gives the model for symbols and admits any emission density; it treats pi, A
+    and the emission parameters as parameters (Baum–Welch, ``em``). The priors are [S]: the
+    sticky rows (prior mean of a_ii is 0.8 for K = 2, an expected stay of five steps) say that
+    a regime persists, which is what makes a series of regimes differ from a mixture of
+    independent draws and keeps short series from being explained by a state that flips every
+    step; the means' prior is sized for data on a unit scale. Ordering the means (the
+    SortedNormal prior of ``gaussian_mixture``) removes label switching, the K! symmetric modes,
+    so that summaries of mu, sigma, A and the states mean the same thing for every engine (the
+    reference engines relabel their estimate by increasing mean). Evaluation, decoding
+    (Viterbi, posterior decoding) and learning run as for ``hmm``, on the same algorithms fed
+    log b_k(x_t) = log N(x_t | mu_k, sigma_k).
+    """
+    if K < 2:
+        raise zoo.ZooError(f"K must be at least 2 (the number of regimes), got {K}")
+    # Each parameter is one site (rows as the event), so the time steps need no plate and any
+    # batch of parameter draws broadcasts through the chain.
+    pi = pyro.sample("pi", dist.Dirichlet(torch.ones(K)))
+    # sticky rows: regimes persist, so a short series is not explained by a state per step
+    A = pyro.sample("A", dist.Dirichlet(sticky_concentration(K)).to_event(1))
+    loc, scale = torch.tensor(MU_PRIOR[0]), torch.tensor(MU_PRIOR[1])
+    mu = pyro.sample("mu", SortedNormal(loc, scale, K))
+    sigma = pyro.sample("sigma", dist.LogNormal(*SIGMA_PRIOR).expand([K]).to_event(1))
+    z = None
+    for t in pyro.markov(range(len(x))):
+        z = pyro.sample(f"z_{t}", dist.Categorical(pi if t == 0 else Vindex(A)[..., z, :]))
+        pyro.sample(f"x_{t}", dist.Normal(Vindex(mu)[..., z], Vindex(sigma)[..., z]), obs=x[t])
+
+
+@gaussian_hmm.set_guide
+def _(x: torch.Tensor, K: int) -> None:
+    """Mean-field guide: Dirichlet factors for pi and each row of A (started at the prior plus a
+    few counts, rows sticky), the ordered means as a Normal on their unconstrained coordinates
+    (first mean, log gaps) pushed through the ordering transform, started at the data's
+    quantiles, and LogNormal spreads started at the data's sd over K. The states are enumerated
+    in the model."""
+    pi_conc = pyro.param("q_pi_conc", torch.full((K,), 2.0), constraint=constraints.positive)
+    pyro.sample("pi", dist.Dirichlet(pi_conc))
+    A_start = sticky_concentration(K) + 1.0
+    A_conc = pyro.param("q_A_conc", A_start, constraint=constraints.positive)
+    pyro.sample("A", dist.Dirichlet(A_conc).to_event(1))
+    ordered = dist.transforms.OrderedTransform()
+    start = torch.quantile(x.float(), (torch.arange(K) + 0.5) / K).to(x.dtype)
+    start = start + 1e-3 * torch.arange(K, dtype=x.dtype)  # strictly increasing, even on ties
+    mu_loc = pyro.param("q_mu_loc", lambda: ordered.inv(start))
+    mu_scale = pyro.param("q_mu_scale", torch.full((K,), 0.1), constraint=constraints.positive)
+    pyro.sample(
+        "mu", dist.TransformedDistribution(dist.Normal(mu_loc, mu_scale).to_event(1), [ordered])
+    )
+    spread = float(x.std()) / K if len(x) > 1 else 1.0
+    s_loc = pyro.param("q_sigma_loc", torch.full((K,), np.log(max(spread, 1e-3))))
+    s_scale = pyro.param("q_sigma_scale", torch.full((K,), 0.1), constraint=constraints.positive)
+    pyro.sample("sigma", dist.LogNormal(s_loc, s_scale).to_event(1))
+
+
+def _series(x: Any, at_least: int = 1) -> np.ndarray:
+    """``x`` as one finite real sequence of at least ``at_least`` observations."""
+    xs = np.asarray(x.detach() if isinstance(x, torch.Tensor) else x, dtype=float)
+    if xs.ndim != 1 or xs.size < at_least:
+        raise zoo.ZooError(
+            f"x must be one sequence of at least {at_least} number(s), got shape {xs.shape}"
+        )
+    if not np.all(np.isfinite(xs)):
+        raise zoo.ZooError("x must be finite (it holds NaN or inf)")
+    return xs
+
+
+def _as_reals(name: str, value: Any, shape: tuple[int, ...]) -> np.ndarray:
+    """``value`` as a finite real array of ``shape``."""
+    try:
+        arr = np.asarray(value.detach() if isinstance(value, torch.Tensor) else value, dtype=float)
+    except (TypeError, ValueError):
+        raise zoo.ZooError(f"{name} must be numbers, got {value!r}") from None
+    if arr.shape != shape:
+        raise zoo.ZooError(f"{name} has shape {arr.shape}, expected {shape}")
+    if not np.all(np.isfinite(arr)):
+        raise zoo.ZooError(f"{name} must be finite, got {arr}")
+    return arr
+
+
+def _gaussian_params(
+    params: Mapping[str, Any], K: int, what: str = "params", ordered: bool = True
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(pi, A, mu, sigma) checked: probability vectors, finite means (increasing when
+    ``ordered``: the model's labelling of the states), positive spreads."""
+    if K < 2:
+        raise zoo.ZooError(f"K must be at least 2 (the number of regimes), got {K}")
+    if not isinstance(params, Mapping) or set(params) != {"pi", "A", "mu", "sigma"}:
+        raise zoo.ZooError(f"{what} must be a dict with exactly 'pi', 'A', 'mu' and 'sigma'")
+    pi = _as_probs(f"{what}['pi']", params["pi"], (K,))
+    A = _as_probs(f"{what}['A']", params["A"], (K, K))
+    mu = _as_reals(f"{what}['mu']", params["mu"], (K,))
+    sigma = _as_reals(f"{what}['sigma']", params["sigma"], (K,))
+    if np.any(sigma <= 0):
+        raise zoo.ZooError(f"{what}['sigma'] must be positive (standard deviations), got {sigma}")
+    if ordered and np.any(np.diff(mu) <= 0):
+        raise zoo.ZooError(
+            f"{what}['mu'] must be increasing (mu_1 < ... < mu_K labels the states), got {mu}"
+        )
+    return pi, A, mu, sigma
+
+
+def gaussian_log_b(x: np.ndarray, mu: np.ndarray, sigma: np.ndarray) -> np.ndarray:
+    """The emission log-likelihoods log b_k(x_t) = log N(x_t | mu_k, sigma_k), shape (T, K)."""
+    return norm.logpdf(x[:, None], mu, sigma)
+
+
+def _gaussian_baum_welch(
+    xs: np.ndarray, K: int, init: Mapping[str, Any] | None, max_iter: int, tol: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[float]]:
+    """:func:`baum_welch` with Gaussian emissions, M-step from the one-slice posteriors::
+
+        N_k = sum_t gamma_t(k),   mu_k = sum_t gamma_t(k) x_t / N_k,
+        sigma_k^2 = sum_t gamma_t(k) (x_t - mu_k)^2 / N_k      (with the new mu_k)
+
+    sigma_k^2 floored at 1e-6 Var(x) (a state on a single point would make the likelihood
+    unbounded; the floor is the constrained maximum, so the trace stays monotone). From
+    ``init`` or a deterministic start (uniform pi, sticky A, means at the data's quantiles,
+    spreads at its sd). The states are relabelled by increasing mean, the model's convention.
+    Returns (pi, A, mu, sigma, log-likelihood trace)."""
+    if init is None:
+        init = {
+            "pi": np.full(K, 1.0 / K),
+            "A": _sticky_start(K),
+            "mu": np.quantile(xs, (np.arange(K) + 0.5) / K),
+            "sigma": np.full(K, max(float(xs.std()), 1e-3)),
+        }
+    pi, A, mu, sigma = _gaussian_params(init, K, what="init", ordered=False)
+    floor = 1e-6 * max(float(xs.var()), 1e-12)
+
+    def m_step(gamma: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        nk = np.maximum(gamma.sum(0), 1e-300)
+        mean = gamma.T @ xs / nk
+        var = (gamma * (xs[:, None] - mean) ** 2).sum(0) / nk
+        return mean, np.sqrt(np.maximum(var, floor))
+
+    pi, A, (mu, sigma), trace, _ = baum_welch(
+        pi, A, (mu, sigma), lambda e: gaussian_log_b(xs, *e), m_step, max_iter, tol
+    )
+    order = np.argsort(mu, kind="stable")
+    return pi[order], A[np.ix_(order, order)], mu[order], sigma[order], trace
+
+
+def _gaussian_estimate(
+    xs: np.ndarray,
+    theta: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    trace: list[float] | None = None,
+) -> zoo.Estimate:
+    """The three problems at (pi, A, mu, sigma); the states' values are the Viterbi path."""
+    pi, A, mu, sigma = theta
+    log_b = gaussian_log_b(xs, mu, sigma)
+    decoded = _decoded(pi, A, log_b)
+    decoded["log_likelihood_matrix_form"] = float(hmm_log_likelihood(pi, A, log_b))
+    values = {"pi": pi, "A": A, "mu": mu, "sigma": sigma}
+    values |= {f"z_{t}": z for t, z in enumerate(decoded["viterbi"])}
+    return zoo.Estimate(
+        values,
+        traces={} if trace is None else {"log_likelihood": trace},
+        log_evidence=decoded["log_likelihood"],
+        extras=decoded,
+    )
+
+
+@gaussian_hmm.reference("em")
+def _(
+    x: torch.Tensor,
+    K: int,
+    *,
+    init: Mapping[str, Any] | None = None,
+    max_iter: int = 200,
+    tol: float = 1e-8,
+) -> zoo.Estimate:
+    """Baum–Welch with Gaussian emissions (002 §19.6 with f(x | theta_i) normal): maximum
+    likelihood of (pi, A, mu, sigma), monotone in log p(x); states relabelled by their means."""
+    xs = _series(x, at_least=2)
+    *theta, trace = _gaussian_baum_welch(xs, K, init, max_iter, tol)
+    return _gaussian_estimate(xs, tuple(theta), trace)
+
+
+@gaussian_hmm.reference("forward_backward")
+def _(x: torch.Tensor, K: int, *, params: Mapping[str, Any] | None = None) -> zoo.Estimate:
+    """Forward–backward and Viterbi at given parameters (default: the Baum–Welch estimate).
+
+    Evidence log p(x | params) by the forward algorithm; ``extras``: the marginals p(z_t | x),
+    the filtered p(z_t | x_1..x_t), the Viterbi path and its log p(z, x), the posterior
+    decoding, and log p(x) once more by the matrix-product form. ``params['mu']`` must be
+    increasing (the model's labelling of the states)."""
+    if params is None:
+        xs = _series(x, at_least=2)
+        *theta, _ = _gaussian_baum_welch(xs, K, None, 200, 1e-8)
+    else:
+        xs = _series(x)
+        theta = _gaussian_params(params, K)
+    return _gaussian_estimate(xs, tuple(theta))
+
+
+@gaussian_hmm.synthetic
+def _(seed: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """200 steps of the two-regime process (REGIME_*): known parameters and states."""
+    rng = np.random.default_rng(seed)
+    x, z = sample_gaussian_hmm(rng, REGIME_PI, REGIME_A, REGIME_MU, REGIME_SIGMA, 200)
+    truth = {"pi": REGIME_PI, "A": REGIME_A, "mu": REGIME_MU, "sigma": REGIME_SIGMA}
+    truth |= {f"z_{t}": v for t, v in enumerate(z)}
+    data = {"x": torch.tensor(x, dtype=torch.float), "K": 2}
+    return data, {k: torch.as_tensor(v) for k, v in truth.items()}
 
 
 # ===================================================================== linear_gaussian_ssm
