@@ -131,7 +131,7 @@ def test_a_shape_error_is_one_sentence():
         ("em", {"init": "abc"}, r"option 'init' must be 3 numbers"),
         ("em", {"init": (0.4, 0.6)}, r"option 'init' must be 3 numbers"),
         ("em", {"init": (0.4, 1.2, 0.5)}, r"init must be three probabilities"),
-        ("svi", {"jit": "yes"}, r"option 'jit' must be True or False"),
+        ("svi", {"jit": "yes"}, r"option 'jit' must be True, False or None"),
     ],
 )
 def test_every_option_is_checked_before_work_the_same_way(engine, options, message):
