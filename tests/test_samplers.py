@@ -202,7 +202,8 @@ def test_samplers_match_the_closed_form(engine):
 
 def _pair(name, **kw):
     zoo_run = zoo.run(name, "nuts", seed=3, **kw)
-    pyro_run = zoo.run(name, "nuts", backend="pyro", seed=4, **kw)
+    # Pyro's NUTS with its JIT-compiled potential: the same sampler, 2-3 times faster here
+    pyro_run = zoo.run(name, "nuts", backend="pyro", seed=4, jit=True, **kw)
     return zoo_run, pyro_run
 
 
