@@ -10,6 +10,7 @@ reduced pairwise in log2 T steps).
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -375,6 +376,95 @@ def _(x: torch.Tensor, K: int, M: int, *, params: Mapping[str, Any] | None = Non
     return zoo.Estimate(values, log_evidence=decoded["log_likelihood"], extras=decoded)
 
 
+def _hmmlearn() -> Any:
+    """hmmlearn's ``hmm`` module, imported when a peer engine runs (listing models stays cheap).
+    It is an optional package (the zoo's ``dev`` extra): its absence is one clear error."""
+    try:
+        return importlib.import_module("hmmlearn.hmm")
+    except ImportError:
+        raise zoo.ZooError(
+            "engine 'hmmlearn' needs the hmmlearn package (the HMM peer, in the zoo's dev "
+            "extra): pip install hmmlearn"
+        ) from None
+
+
+def _run_hmmlearn(peer: Any, X: np.ndarray, fit: bool) -> tuple[list[float], dict[str, Any]]:
+    """Baum–Welch by hmmlearn on ``X`` from the parameters ``peer`` holds (no fit when ``fit`` is
+    False), then hmmlearn's own three problems at its parameters: ``score`` (log p(x)),
+    ``decode`` (the Viterbi path and its log p(z, x)) and ``predict_proba`` (the marginals
+    p(z_t | x), whose argmax is the posterior decoding). The trace is hmmlearn's log-likelihood
+    per iteration (each at the parameters before that iteration's M-step) closed by the score
+    at the parameters returned, so that it ends where ``em``'s does."""
+    with np.errstate(divide="ignore"):  # log 0 for a probability EM drove to 0
+        if fit:
+            peer.fit(X)
+        score = float(peer.score(X))
+        log_joint, path = peer.decode(X, algorithm="viterbi")
+        gamma = peer.predict_proba(X)
+    trace = [*map(float, peer.monitor_.history), score] if fit else []
+    extras = {
+        "log_likelihood": score,
+        "marginals": gamma,
+        "viterbi": np.asarray(path, dtype=int),
+        "viterbi_log_joint": float(log_joint),
+        "posterior_decoding": posterior_decoding(gamma),
+        "converged": bool(peer.monitor_.converged) if fit else None,
+        "hmmlearn_iterations": int(peer.monitor_.iter) if fit else 0,
+    }
+    return trace, extras
+
+
+@hmm.reference("hmmlearn")
+def _(
+    x: torch.Tensor,
+    K: int,
+    M: int,
+    *,
+    init: Mapping[str, Any] | None = None,
+    params: Mapping[str, Any] | None = None,
+    max_iter: int = 200,
+    tol: float = 1e-8,
+) -> zoo.Estimate:
+    """hmmlearn's CategoricalHMM, the peer of ``em``: its Baum–Welch from em's start.
+
+    The start is ``init`` or em's deterministic one (:func:`_em_start`), so the two climb the same
+    hill; ``max_iter`` and ``tol`` are hmmlearn's ``n_iter`` and ``tol`` (it stops once an
+    iteration gains less than ``tol``). Its flat Dirichlet priors (concentration 1) make the fit
+    maximum likelihood, as em's. With ``params``: no fit, hmmlearn's answers at those parameters.
+    Evidence: hmmlearn's ``score``, log p(x | its estimate); ``extras``: its Viterbi path
+    (``decode``), the marginals and posterior decoding (``predict_proba``); the states' values in
+    the estimate are the Viterbi path. Needs hmmlearn (``pip install hmmlearn``)."""
+    hl = _hmmlearn()
+    xs = _symbols(x, M)
+    if init is not None and params is not None:
+        raise zoo.ZooError("give init (a start for the fit) or params (no fit), not both")
+    if params is not None:
+        start = params
+    else:
+        start = _em_start(xs, K, M) if init is None else init
+    pi, A, B = _categorical_params(start, K, M)
+    fit = params is None
+    peer = hl.CategoricalHMM(
+        n_components=K,
+        n_features=M,
+        init_params="",
+        params="ste" if fit else "",
+        n_iter=max_iter,
+        tol=tol,
+    )
+    peer.startprob_, peer.transmat_, peer.emissionprob_ = pi, A, B
+    trace, extras = _run_hmmlearn(peer, xs[:, None], fit)
+    values = {"pi": peer.startprob_, "A": peer.transmat_, "B": peer.emissionprob_}
+    values = {k: np.array(v, dtype=float) for k, v in values.items()}
+    values |= {f"z_{t}": z for t, z in enumerate(extras["viterbi"])}
+    return zoo.Estimate(
+        values,
+        traces={"log_likelihood": trace} if trace else {},
+        log_evidence=extras["log_likelihood"],
+        extras=extras,
+    )
+
+
 @hmm.synthetic
 def _(seed: int) -> tuple[dict[str, Any], dict[str, Any]]:
     """200 days from the seed's (pi, A, B): known parameters and states."""
@@ -563,6 +653,17 @@ def gaussian_log_b(x: np.ndarray, mu: np.ndarray, sigma: np.ndarray) -> np.ndarr
     return norm.logpdf(x[:, None], mu, sigma)
 
 
+def _gaussian_start(xs: np.ndarray, K: int) -> dict[str, np.ndarray]:
+    """Baum–Welch's deterministic start with Gaussian emissions: uniform pi, sticky A, means at
+    the data's quantiles, spreads at its sd."""
+    return {
+        "pi": np.full(K, 1.0 / K),
+        "A": _sticky_start(K),
+        "mu": np.quantile(xs, (np.arange(K) + 0.5) / K),
+        "sigma": np.full(K, max(float(xs.std()), 1e-3)),
+    }
+
+
 def _gaussian_baum_welch(
     xs: np.ndarray, K: int, init: Mapping[str, Any] | None, max_iter: int, tol: float
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[float]]:
@@ -576,13 +677,7 @@ def _gaussian_baum_welch(
     ``init`` or a deterministic start (uniform pi, sticky A, means at the data's quantiles,
     spreads at its sd). The states are relabelled by increasing mean, the model's convention.
     Returns (pi, A, mu, sigma, log-likelihood trace)."""
-    if init is None:
-        init = {
-            "pi": np.full(K, 1.0 / K),
-            "A": _sticky_start(K),
-            "mu": np.quantile(xs, (np.arange(K) + 0.5) / K),
-            "sigma": np.full(K, max(float(xs.std()), 1e-3)),
-        }
+    init = _gaussian_start(xs, K) if init is None else init
     pi, A, mu, sigma = _gaussian_params(init, K, what="init", ordered=False)
     floor = 1e-6 * max(float(xs.var()), 1e-12)
 
@@ -650,6 +745,71 @@ def _(x: torch.Tensor, K: int, *, params: Mapping[str, Any] | None = None) -> zo
         xs = _series(x)
         theta = _gaussian_params(params, K)
     return _gaussian_estimate(xs, tuple(theta))
+
+
+@gaussian_hmm.reference("hmmlearn")
+def _(
+    x: torch.Tensor,
+    K: int,
+    *,
+    init: Mapping[str, Any] | None = None,
+    params: Mapping[str, Any] | None = None,
+    max_iter: int = 200,
+    tol: float = 1e-8,
+) -> zoo.Estimate:
+    """hmmlearn's GaussianHMM, the peer of ``em``: its Baum–Welch from em's start.
+
+    Diagonal covariances (in 1-D, one variance per state, the model's sigma squared). The start is
+    ``init`` or em's deterministic one (uniform pi, sticky A, means at the data's quantiles, spreads
+    at its sd), so the two climb the same hill; ``max_iter`` and ``tol`` are hmmlearn's ``n_iter``
+    and ``tol``. ``covars_prior=0`` makes its M-step maximum likelihood, as em's (em also floors
+    each variance at 1e-6 Var(x); hmmlearn has no floor). With ``params`` (means increasing): no
+    fit, hmmlearn's answers at those parameters. The states are relabelled by increasing mean, the
+    model's order (the Viterbi path and the marginals with them). Evidence: hmmlearn's ``score``;
+    ``extras``: its Viterbi path (``decode``), the marginals and posterior decoding
+    (``predict_proba``). Needs hmmlearn (``pip install hmmlearn``)."""
+    hl = _hmmlearn()
+    xs = _series(x, at_least=2)
+    if init is not None and params is not None:
+        raise zoo.ZooError("give init (a start for the fit) or params (no fit), not both")
+    if params is not None:
+        pi, A, mu, sigma = _gaussian_params(params, K)
+    else:
+        start = _gaussian_start(xs, K) if init is None else init
+        pi, A, mu, sigma = _gaussian_params(start, K, what="init", ordered=False)
+    fit = params is None
+    peer = hl.GaussianHMM(
+        n_components=K,
+        covariance_type="diag",
+        covars_prior=0.0,
+        init_params="",
+        params="stmc" if fit else "",
+        n_iter=max_iter,
+        tol=tol,
+    )
+    peer.n_features = 1
+    peer.startprob_, peer.transmat_ = pi, A
+    peer.means_, peer.covars_ = mu[:, None], sigma[:, None] ** 2
+    trace, extras = _run_hmmlearn(peer, xs[:, None], fit)
+    mu = np.array(peer.means_[:, 0], dtype=float)
+    order = np.argsort(mu, kind="stable")
+    rank = np.argsort(order)  # the new label of each of hmmlearn's states
+    extras["marginals"] = extras["marginals"][:, order]
+    extras["viterbi"] = rank[extras["viterbi"]]
+    extras["posterior_decoding"] = rank[extras["posterior_decoding"]]
+    values = {
+        "pi": np.array(peer.startprob_, dtype=float)[order],
+        "A": np.array(peer.transmat_, dtype=float)[np.ix_(order, order)],
+        "mu": mu[order],
+        "sigma": np.sqrt(np.array(peer.covars_, dtype=float).reshape(K)[order]),
+    }
+    values |= {f"z_{t}": z for t, z in enumerate(extras["viterbi"])}
+    return zoo.Estimate(
+        values,
+        traces={"log_likelihood": trace} if trace else {},
+        log_evidence=extras["log_likelihood"],
+        extras=extras,
+    )
 
 
 @gaussian_hmm.synthetic
@@ -863,6 +1023,58 @@ def _(
             "predicted_var": k.predicted_var,
             "smoothed_mean": k.smoothed_mean,
             "smoothed_var": k.smoothed_var,
+        },
+    )
+
+
+@linear_gaussian_ssm.reference("statsmodels")
+def _(
+    y: torch.Tensor,
+    m0: float,
+    P0: float,
+    *,
+    q: float | None = None,
+    r: float | None = None,
+    max_iter: int = 1000,
+) -> zoo.Estimate:
+    """statsmodels' UnobservedComponents local level, the peer of ``kalman``.
+
+    (q, r) by its own maximum likelihood (L-BFGS, tight tolerances; ``max_iter`` iterations at
+    most), or its filter and smoother at given ``q`` and ``r``. Same model, same likelihood:
+    statsmodels' first state is the level at its first observation, while this model's prior N(m0,
+    P0) is on x_0, one step earlier (the first state's variance would be P0 + q, which moves with q
+    during the fit). So the series is given to statsmodels behind one missing observation, its first
+    state is x_0 with the known initialisation N(m0, P0), and no term is burnt: its ``llf`` is then
+    log p(y_1..y_T | q, r) of the model, the ``kalman`` engine's evidence. ``extras``: its filtered,
+    predicted and smoothed level (t = 1..T) and whether its optimiser converged."""
+    structural = importlib.import_module("statsmodels.tsa.statespace.structural")
+    ys = np.asarray(y, dtype=float)
+    if (q is None) != (r is None):
+        raise zoo.ZooError("give both q and r (the two noise variances), or neither (MLE)")
+    mod = structural.UnobservedComponents(np.r_[np.nan, ys], level="local level")
+    # after construction: the constructor's own initialisation (approximate diffuse) wins over
+    # an `initialization=` argument
+    mod.ssm.initialize_known(np.array([float(m0)]), np.array([[float(P0)]]))
+    mod.loglikelihood_burn = 0  # set for a diffuse start; the missing y_0 adds nothing anyway
+    converged = None
+    if q is None:
+        res = mod.fit(method="lbfgs", maxiter=max_iter, pgtol=1e-10, factr=10.0, disp=False)
+        r_hat, q_hat = (float(v) for v in res.params)  # ordered (irregular, level)
+        converged = bool(res.mle_retvals["converged"])
+    else:
+        q_hat, r_hat = _check_variance("q", q), _check_variance("r", r)
+        res = mod.smooth([r_hat, q_hat])
+    return zoo.Estimate(
+        {"q": q_hat, "r": r_hat},
+        log_evidence=float(res.llf),
+        extras={
+            "filtered_mean": res.filtered_state[0, 1:],
+            "filtered_var": res.filtered_state_cov[0, 0, 1:],
+            "predicted_mean": res.predicted_state[0, 1:-1],
+            "predicted_var": res.predicted_state_cov[0, 0, 1:-1],
+            "smoothed_mean": res.smoothed_state[0, 1:],
+            "smoothed_var": res.smoothed_state_cov[0, 0, 1:],
+            "converged": converged,
         },
     )
 
