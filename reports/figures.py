@@ -399,6 +399,192 @@ def fit_figure(
     return FigureImage("fit", "Fit over the data", caption, to_base64_png(fig))
 
 
+def _site_draws(run: Run | None, site: str) -> np.ndarray | None:
+    """A site's draws flattened over chains, ``(draws, *shape)``; None if the run has none."""
+    post = posterior_of(run)
+    if post is None or site not in post:
+        return None
+    values = np.asarray(post[site].values)
+    return values.reshape(-1, *values.shape[2:])
+
+
+def _modal(labels: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per column of integer draws ``(draws, n)``: the most frequent label and its share."""
+    counts = np.stack([(labels == j).sum(0) for j in range(k)])  # (k, n)
+    return counts.argmax(0), counts.max(0) / len(labels)
+
+
+def clusters_figure(cmp: Comparison, spec: Mapping[str, str]) -> FigureImage | None:
+    """The data coloured by each engine's posterior assignment (the most frequent label over
+    the draws; paler where the draws disagree): one row per engine for one-dimensional data, one
+    panel per engine on the first two principal components otherwise."""
+    data = np.asarray(_as_numpy(cmp.data.get(spec.get("data"))), dtype=float)
+    panels = []
+    for engine, run in cmp.runs.items():
+        z = _site_draws(run, spec.get("assignment", ""))
+        if z is None or z.shape[1:] != data.shape[:1]:
+            continue
+        z = np.rint(z).astype(int)
+        label, share = _modal(z, int(z.max()) + 1)
+        panels.append((engine, label, share))
+    if not panels or data.ndim not in (1, 2):
+        return None
+    cluster_colors = np.array(_PALETTE)
+    if data.ndim == 1:
+        fig = Figure(figsize=(6.4, 0.6 + 0.45 * len(panels)))
+        ax = fig.add_subplot()
+        jitter = np.random.default_rng(0).uniform(-0.15, 0.15, len(data))
+        for i, (_, label, share) in enumerate(panels):
+            rgba = [
+                (*_rgb(cluster_colors[lab % len(_PALETTE)]), 0.2 + 0.8 * (sh - 0.5) * 2)
+                for lab, sh in zip(label, np.maximum(share, 0.5), strict=True)
+            ]
+            ax.scatter(data, i + jitter, s=9, c=rgba)
+        ax.set_yticks(range(len(panels)), [p[0] for p in panels], fontsize=8)
+        ax.set_xlabel(spec["data"], fontsize=9)
+        ax.invert_yaxis()
+    else:
+        centred = data - data.mean(0)
+        pcs = centred @ np.linalg.svd(centred, full_matrices=False)[2][:2].T
+        fig = Figure(figsize=(3.2 * min(len(panels), 4), 3.0))
+        for i, (engine, label, share) in enumerate(panels[:4]):
+            ax = fig.add_subplot(1, min(len(panels), 4), i + 1)
+            ax.scatter(
+                pcs[:, 0],
+                pcs[:, 1],
+                s=8,
+                c=cluster_colors[label % len(_PALETTE)],
+                alpha=0.3 + 0.7 * np.clip(2 * share - 1, 0, 1),
+            )
+            ax.set_title(engine, fontsize=9)
+            ax.set_xlabel("PC 1", fontsize=8)
+            ax.set_ylabel("PC 2", fontsize=8)
+            ax.tick_params(labelsize=7)
+    for ax in fig.axes:
+        ax.tick_params(labelsize=7)
+        ax.spines[["top", "right"]].set_visible(False)
+    fig.tight_layout()
+    caption = (
+        f"The data coloured by each engine's posterior assignment {spec['assignment']} (its most "
+        "frequent value over the draws; paler where the draws disagree). Colours are labels, "
+        "compared across engines only as far as the model orders its components."
+    )
+    return FigureImage("clusters", "Clusters", caption, to_base64_png(fig))
+
+
+def _rgb(hex_color: str) -> tuple[float, float, float]:
+    h = hex_color.lstrip("#")
+    return tuple(int(h[i : i + 2], 16) / 255 for i in (0, 2, 4))  # type: ignore[return-value]
+
+
+def topics_figure(cmp: Comparison, spec: Mapping[str, Any]) -> FigureImage | None:
+    """Each topic as its most probable words (posterior mean of the topic-word site), one column
+    per engine; topics matched to the first engine's (Hungarian method on the total variation
+    between word distributions), so a row is one topic for every engine."""
+    from scipy.optimize import linear_sum_assignment
+
+    site, top = spec.get("topic_word", ""), int(spec.get("top", 8))
+    vocabulary = spec.get("vocabulary")
+    words = list(cmp.data[vocabulary]) if vocabulary and vocabulary in cmp.data else None
+    means = {}
+    for engine, run in cmp.runs.items():
+        phi = _site_draws(run, site)
+        if phi is not None and phi.ndim == 3:
+            means[engine] = phi.astype(float).mean(0)
+    if not means:
+        return None
+    ref = next(iter(means.values()))
+    columns = []
+    for engine, phi in means.items():
+        if phi.shape != ref.shape:
+            continue
+        cost = np.abs(ref[:, None, :] - phi[None, :, :]).sum(-1)
+        order = linear_sum_assignment(cost)[1]
+        lines = []
+        for k, j in enumerate(order):
+            best = np.argsort(phi[j])[::-1][:top]
+            names = [str(words[w]) if words else f"w{w}" for w in best]
+            lines.append(f"{k + 1}: " + " ".join(names))
+        columns.append((engine, lines))
+    K = ref.shape[0]
+    fig = Figure(figsize=(2.6 + 0.42 * top * len(columns), 0.5 + 0.3 * K))
+    ax = fig.add_subplot()
+    ax.axis("off")
+    for c, (engine, lines) in enumerate(columns):
+        x = c / len(columns)
+        ax.text(x, 1.0, engine, fontsize=9, fontweight="bold", va="bottom", transform=ax.transAxes)
+        for k, line in enumerate(lines):
+            ax.text(
+                x,
+                1.0 - (k + 1) / (K + 1),
+                line,
+                fontsize=8,
+                family="monospace",
+                va="bottom",
+                transform=ax.transAxes,
+            )
+    caption = (
+        f"Each topic's {top} most probable words under each engine (posterior mean of "
+        f"{site}); topics matched across engines to the first one's by the Hungarian method."
+    )
+    return FigureImage("topics", "Topics as word lists", caption, to_base64_png(fig))
+
+
+def state_shares(run: Run | None, prefix: str, T: int) -> np.ndarray | None:
+    """``(states, T)``: the share of a run's draws in each state at each step, the states being
+    the sites ``prefix0 .. prefix{T-1}``; None if the run has no draws of them."""
+    path = [_site_draws(run, f"{prefix}{t}") for t in range(T)]
+    if any(p is None for p in path):
+        return None
+    z = np.rint(np.stack([p.reshape(len(p)) for p in path], 1)).astype(int)  # (draws, T)
+    return np.stack([(z == j).mean(0) for j in range(max(int(z.max()) + 1, 2))])
+
+
+def states_figure(cmp: Comparison, spec: Mapping[str, str]) -> FigureImage | None:
+    """The observed series over time and, per engine, the posterior probability of each hidden
+    state at each step (the share of draws in it; a point estimate's decoded path is a share of
+    0 or 1), with the most probable state's path drawn over it."""
+    x = np.asarray(_as_numpy(cmp.data.get(spec.get("data"))), dtype=float)
+    prefix = spec.get("prefix", "z_")
+    T = len(x)
+    rows = []
+    for engine, run in cmp.runs.items():
+        probs = state_shares(run, prefix, T)
+        if probs is not None:
+            rows.append((engine, probs))
+    if not rows:
+        return None
+    fig = Figure(figsize=(6.8, 1.6 + 0.8 * len(rows)))
+    grid = fig.add_gridspec(1 + len(rows), 1, height_ratios=[2] + [1] * len(rows))
+    ax = fig.add_subplot(grid[0])
+    steps = np.arange(T)
+    ax.plot(steps, x, color="black", lw=1, marker="o", ms=3)
+    ax.set_ylabel(spec["data"], fontsize=8)
+    for i, (engine, probs) in enumerate(rows):
+        a = fig.add_subplot(grid[i + 1], sharex=ax)
+        a.imshow(
+            probs,
+            aspect="auto",
+            cmap="Blues",
+            vmin=0,
+            vmax=1,
+            interpolation="nearest",
+            extent=(-0.5, T - 0.5, probs.shape[0] - 0.5, -0.5),
+        )
+        a.plot(steps, probs.argmax(0), color="#d62728", lw=1)
+        a.set_yticks(range(probs.shape[0]))
+        a.set_ylabel(engine, fontsize=8, rotation=0, ha="right", va="center")
+    for a in fig.axes:
+        a.tick_params(labelsize=7, labelbottom=a is fig.axes[-1])
+    fig.axes[-1].set_xlabel("t", fontsize=8)
+    caption = (
+        "The series and, per engine, P(state = k | data) at each step (blue: the share of its "
+        "draws; a point estimate shows its decoded path) with the most probable state in red: "
+        "Viterbi's path and posterior decoding can differ."
+    )
+    return FigureImage("states", "Hidden states", caption, to_base64_png(fig))
+
+
 def _as_numpy(v: Any) -> Any:
     return v.detach().cpu().numpy() if hasattr(v, "detach") else v
 
@@ -425,4 +611,13 @@ def model_figures(cmp: Comparison) -> list[FigureImage]:
         f = fit_figure(cmp, asked["fit"], colors)
         if f is not None:
             figs.append(f)
+    for kind, draw in (
+        ("clusters", clusters_figure),
+        ("topics", topics_figure),
+        ("states", states_figure),
+    ):
+        if asked.get(kind):
+            f = draw(cmp, asked[kind])
+            if f is not None:
+                figs.append(f)
     return figs

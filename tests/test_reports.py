@@ -533,3 +533,25 @@ def test_a_closed_form_approximations_bias_is_stated() -> None:
     assert any("under-estimates sd(mu) by 6.5%" in f.text and f.level == "warn" for f in cavi)
     assert accuracy_level(found, "cavi") == "warn"
     assert accuracy_level(found, "exact") == "good"
+
+
+def test_decoded_paths_figure_shows_each_engines_states() -> None:
+    """hmm's page draws the hidden states per engine: a point estimate's share of draws in each
+    state is its decoded path (forward_backward's and hmmlearn's Viterbi paths, each equal to
+    the Viterbi path recomputed here), and the figure is on the page."""
+    from reports.figures import state_shares
+    from zoo.models.sequential import _symbols, viterbi
+
+    cmp = zoo.compare("hmm", ["forward_backward", "hmmlearn"], progress=False)
+    x = zoo.get_model("hmm").load_data()["x"]
+    for engine in ("forward_backward", "hmmlearn"):
+        run = cmp.runs[engine]
+        post = run.idata.posterior
+        pi, A, B = (post[k].values.reshape(post[k].shape[2:]) for k in ("pi", "A", "B"))
+        log_b = np.log(B)[:, _symbols(x, B.shape[1])].T
+        path, _ = viterbi(pi, A, log_b)
+        shares = state_shares(run, "z_", len(x))
+        np.testing.assert_array_equal(shares.argmax(0), path)
+        assert set(np.unique(shares)) <= {0.0, 1.0}
+    kinds = [f.kind for f in reports.model_context(cmp)["figures"]]
+    assert "states" in kinds

@@ -223,6 +223,7 @@ def sample_hmm(
 
 @zoo.register(
     data=_seed_sequence,
+    figures={"states": {"data": "x", "prefix": "z_"}},  # decoded paths over the series
     params=("pi", "A", "B"),
     engines=("svi", "nuts", "enum"),
     engine_options={"nuts": {"num_samples": 200, "warmup": 200, "num_chains": 4}},
@@ -524,6 +525,7 @@ def _regime_series(seed: int = 0) -> dict[str, Any]:
 
 @zoo.register(
     data=_regime_series,
+    figures={"states": {"data": "x", "prefix": "z_"}},  # decoded paths over the series
     params=("pi", "A", "mu", "sigma"),
     engines=("svi", "nuts", "enum"),
     engine_options={"nuts": {"num_samples": 200, "warmup": 200, "num_chains": 4}},
