@@ -197,6 +197,9 @@ class BatchedDensity:
         try:
             with _functional():
                 graph = make_fx(eager)(probe)
+            # values the density does not use (a model's deterministic sites) are dropped
+            graph.graph.eliminate_dead_code()
+            graph.recompile()
             self._graph = graph
             self._check(graph, probe, reference=eager, fresh=True)
         except Exception as e:  # noqa: BLE001
