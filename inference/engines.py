@@ -27,7 +27,7 @@ from .mcmc import chees_engine, hmc_engine, mh_engine, nuts_engine
 from .outputs import Factors
 from .reference import call_reference, in_float64, options_of, to_run
 from .results import Run, ZooError
-from .structure import ModelStructure
+from .structure import ModelStructure, inspect_model
 from .svi import ELBOS, GUIDES, svi_engine
 
 POSITIVE_INTS = {
@@ -257,8 +257,9 @@ def variant_spec(
     data = dict(data or {})
 
     def run(ctx: EngineContext, **options: Any) -> Run:
-        if data:
-            ctx = dataclasses.replace(ctx, data={**ctx.data, **data})
+        if data:  # the model under other arguments: its sites may differ, so re-inspected
+            new = {**ctx.data, **data}
+            ctx = dataclasses.replace(ctx, data=new, structure=inspect_model(ctx.model, new))
         result = base.fn(ctx, **{**fixed, **options})
         if data:
             result = dataclasses.replace(result, model_data=dict(data))

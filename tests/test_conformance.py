@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import zoo
+from inference import inspect_model
 from inference.engines import GENERIC_ENGINES, REFERENCE_BUDGETS, budget
 
 # Sizes: each engine's "check" budget, declared with the engine (inference/engines.py).
@@ -30,6 +31,7 @@ SLOW_CELLS = {
     ("dirichlet_process_mixture", "nuts"),  # 24 s: 10 components enumerated for 80 points
     # 34 s (110-150 s on loaded cores): 12 enumerated states, four chains
     ("gaussian_hmm", "nuts"),
+    ("linear_gaussian_ssm", "nuts_states"),  # 33 s: 102 dimensions, the states drawn
 }
 # Cells where the sampler is known not to mix at any size the suite can afford. The run must
 # still be ok and say so itself (R-hat over 1.1), which the reports turn into a finding.
@@ -45,6 +47,13 @@ NO_RESULT = {("eight_schools", "laplace"): "no mode found"}
 # amount that no number of draws shrinks, so Monte-Carlo tolerances do not apply to it (it is
 # exact on a Gaussian posterior: test_laplace). Its draws are checked for shape only.
 BIASED = {"laplace"}
+# Variational fits whose family cannot hold the posterior: their error against the truth is
+# the approximation's, shown on the report page; the model's tests pin it down.
+VI_BIAS = {
+    # a Gaussian over (log q, log r, unit-scale steps) cannot follow how the steps' posterior
+    # scales with q: q about 220-380 against the exact 1743 (test_sequential)
+    ("linear_gaussian_ssm", "svi_states"): "q under-estimated",
+}
 Z = 5.0  # Monte-Carlo z-score allowed for a mean
 SVI_SDS = 1.0  # a smoke-size SVI fit: its mean within this many posterior sds (optimiser error)
 
@@ -75,6 +84,8 @@ def test_model_engine(model: str, engine: str) -> None:
         return
     assert run.ok, run.error
     s = entry.structure
+    if engine in entry.variants and entry.variants[engine][2]:  # the model under other arguments
+        s = inspect_model(entry.model, {**entry.load_data(), **entry.variants[engine][2]})
     post = run.idata.posterior
     draws_of = set(post.data_vars)
     if run.kind == "point":
@@ -98,14 +109,14 @@ def test_model_engine(model: str, engine: str) -> None:
         return
     truth = entry.ground_truth()
     base = entry.variants[engine][0] if engine in entry.variants else engine
-    if truth is None or run.kind != "draws" or base in BIASED:
+    if truth is None or run.kind != "draws" or base in BIASED or (model, engine) in VI_BIAS:
         return
     n_draws = post.sizes["chain"] * post.sizes["draw"]
     for row, (t_mean, t_sd) in truth.rows().items():
         if row not in run.summary.index or not t_sd > 0:
             continue
         mean = run.summary.loc[row, "mean"]
-        if engine == "svi":
+        if base == "svi":
             assert abs(mean - t_mean) < SVI_SDS * t_sd, (row, mean, t_mean, t_sd)
             continue
         # MCMC: the row's bulk ESS; importance sampling: the weights' ESS; exact draws: n
