@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 import numpy as np
@@ -242,6 +243,54 @@ def _(
         traces={"log_likelihood": trace},
         log_evidence=trace[-1],
         extras={"sigma2": sigma2},
+    )
+
+
+@probabilistic_pca.reference("sklearn")
+def _(X: torch.Tensor, d: int, *, fa_max_iter: int = 10000, fa_tol: float = 1e-6) -> zoo.Estimate:
+    """scikit-learn's PCA (PPCA maximum likelihood), the peer; FactorAnalysis in the extras.
+
+    PCA(n_components=d) (exact SVD) is Tipping & Bishop's solution: mu = mean_, W = components_^T
+    (L_d - sigma^2 I)^(1/2) on principal axes (:func:`canonical_loadings`), sigma^2 =
+    noise_variance_. scikit-learn's variances divide by N - 1; the ML divides by N, so they are
+    rescaled by (N - 1) / N, and log_evidence = score(X) N at the rescaled fit (the ML
+    log-likelihood; extras["score_unbiased"]: score(X) N at scikit-learn's own N - 1 fit).
+    extras["factor_analysis"]: FactorAnalysis(d) by scikit-learn (lapack SVD, ``fa_tol`` on the
+    log-likelihood's change), a different model: a noise variance per coordinate (Psi diagonal,
+    not sigma^2 I), which nests PPCA, so its maximum log-likelihood is at least PPCA's. Its fit
+    converges slowly where a noise variance heads for zero (a Heywood case: 5000 iterations, a
+    second, on some synthetic draws).
+    """
+    check_rank(X, d)
+    n = X.shape[0]
+    if n <= d:
+        raise zoo.ZooError(f"PCA of rank d = {d} needs more than d points, got N = {n}")
+    x = X.double().numpy()
+    decomposition = importlib.import_module("sklearn.decomposition")  # only when the peer runs
+    pca = decomposition.PCA(n_components=d, svd_solver="full").fit(x)
+    score_unbiased = float(pca.score(x)) * n
+    pca.explained_variance_ = pca.explained_variance_ * (n - 1) / n
+    pca.noise_variance_ = float(pca.noise_variance_) * (n - 1) / n
+    sigma2 = float(pca.noise_variance_)
+    scale = np.sqrt(np.maximum(pca.explained_variance_ - sigma2, 0.0))
+    W = canonical_loadings(pca.components_.T * scale)
+    fa = decomposition.FactorAnalysis(
+        n_components=d, svd_method="lapack", max_iter=fa_max_iter, tol=fa_tol
+    ).fit(x)
+    return zoo.Estimate(
+        {"W": W, "mu": pca.mean_, "sigma": np.sqrt(sigma2)},
+        log_evidence=float(pca.score(x)) * n,
+        extras={
+            "sigma2": sigma2,
+            "score_unbiased": score_unbiased,
+            "factor_analysis": {
+                "log_likelihood": float(fa.score(x)) * n,
+                "W": canonical_loadings(fa.components_.T),
+                "mu": fa.mean_,
+                "noise_variance": fa.noise_variance_,
+                "n_iter": int(fa.n_iter_),
+            },
+        },
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -332,6 +333,79 @@ def _(
     )
 
 
+def scikit_learn(module: str) -> Any:
+    """A scikit-learn module, imported when a peer engine runs: listing or registering models
+    never loads scikit-learn (tests/test_import_cost.py)."""
+    return importlib.import_module(f"sklearn.{module}")
+
+
+def peer_random_state() -> int:
+    """scikit-learn's ``random_state`` for a peer engine, drawn from numpy's global stream, which
+    the runner seeds like every reference engine's (same ``seed``, same numbers)."""
+    return int(np.random.randint(2**31 - 1))
+
+
+def check_n_init(n_init: int) -> None:
+    if isinstance(n_init, bool) or not (isinstance(n_init, int) and n_init >= 1):
+        raise zoo.ZooError(f"n_init must be a positive integer, got {n_init!r}")
+
+
+def check_mixture_data(y: torch.Tensor, K: int) -> None:
+    """A clear error for data or a number of components a 1-D mixture fit cannot take."""
+    if y.ndim != 1:
+        raise zoo.ZooError(f"y must be a vector of observations, got shape {tuple(y.shape)}")
+    if isinstance(K, bool) or not (isinstance(K, int) and 1 <= K <= y.shape[0]):
+        raise zoo.ZooError(f"K must be an integer with 1 <= K <= N = {y.shape[0]}, got {K!r}")
+
+
+@gaussian_mixture.reference("sklearn")
+def _(
+    y: torch.Tensor,
+    K: int,
+    *,
+    n_init: int = 5,
+    max_iter: int = 1000,
+    tol: float = 1e-10,
+    reg_covar: float = 1e-6,
+) -> zoo.Estimate:
+    """scikit-learn's GaussianMixture (EM), the peer: maximum likelihood, best of n_init starts.
+
+    In 1-D every covariance type but "tied" is this model (a variance per component); "spherical"
+    is used. k-means starts (``random_state`` from the run's seed); ``tol`` bounds the last
+    step's change of the mean log-likelihood per point; ``reg_covar`` is added to every variance
+    (its shift of a scale s is reg_covar / 2s). Components are listed by increasing location
+    (the model's order). log_evidence = ``score(y) * N``, the log-likelihood at the estimate
+    (conditional on it, as ``em``'s); the responsibilities are in the extras, as ``em``'s.
+    """
+    check_mixture_data(y, K)
+    check_n_init(n_init)
+    x = y.double().numpy()[:, None]
+    gm = scikit_learn("mixture").GaussianMixture(
+        n_components=K,
+        covariance_type="spherical",
+        n_init=n_init,
+        max_iter=max_iter,
+        tol=tol,
+        reg_covar=reg_covar,
+        random_state=peer_random_state(),
+    )
+    gm.fit(x)
+    order = np.argsort(gm.means_.ravel())  # the model's ordering convention for the labels
+    return zoo.Estimate(
+        {
+            "weights": gm.weights_[order],
+            "locs": gm.means_.ravel()[order],
+            "scales": np.sqrt(gm.covariances_[order]),
+        },
+        log_evidence=float(gm.score(x)) * x.shape[0],
+        extras={
+            "responsibilities": gm.predict_proba(x)[:, order],
+            "converged": bool(gm.converged_),
+            "n_iter": int(gm.n_iter_),
+        },
+    )
+
+
 def slice_sample(
     log_density: Any, x0: np.ndarray, width: float = 1.0, max_steps: int = 50
 ) -> np.ndarray:
@@ -466,6 +540,16 @@ def stick_breaking(v: torch.Tensor) -> torch.Tensor:
     return torch.cat([v, ones], -1) * torch.cat([ones, rest], -1)
 
 
+def ranked(weights: torch.Tensor, locs: torch.Tensor) -> dict[str, torch.Tensor]:
+    """The components relabelled by decreasing weight (``ranked_weights``, ``ranked_locs``): the
+    one labelling every engine of the DP mixture reports, so that their summaries compare."""
+    order = torch.argsort(weights, dim=-1, descending=True, stable=True)
+    return {
+        "ranked_weights": torch.gather(weights, -1, order),
+        "ranked_locs": torch.gather(locs, -1, order),
+    }
+
+
 def crp_expected_clusters(n: int, alpha: float) -> float:
     """E[number of tables after n customers] = sum_{i=1}^n alpha / (alpha + i - 1): customer i
     opens a new table with probability alpha / (alpha + i - 1) (seed 000 §2.3.3, L622)."""
@@ -551,9 +635,8 @@ def dirichlet_process_mixture(
     v = pyro.sample("v", dist.Beta(1.0, alpha).expand([T - 1]).to_event(1))
     weights = pyro.deterministic("weights", stick_breaking(v), event_dim=1)
     locs = pyro.sample("locs", dist.Normal(mu0, tau0).expand([T]).to_event(1))
-    order = torch.argsort(weights, dim=-1, descending=True)
-    pyro.deterministic("ranked_weights", torch.gather(weights, -1, order), event_dim=1)
-    pyro.deterministic("ranked_locs", torch.gather(locs, -1, order), event_dim=1)
+    for name, value in ranked(weights, locs).items():
+        pyro.deterministic(name, value, event_dim=1)
     with pyro.plate("data", len(y)):
         z = pyro.sample("z", dist.Categorical(weights))
         pyro.sample("y", dist.Normal(Vindex(locs)[..., z], sigma), obs=y)
@@ -690,12 +773,98 @@ def _(
                 out["v"][chain, i], out["locs"][chain, i], out["z"][chain, i] = v, locs, z
                 clusters[chain, i] = len(atoms)
     bar.close()
-    weights = stick_breaking(torch.as_tensor(out["v"])).numpy()
-    order = np.argsort(-weights, axis=-1, kind="stable")
-    out["weights"] = weights
-    out["ranked_weights"] = np.take_along_axis(weights, order, -1)
-    out["ranked_locs"] = np.take_along_axis(out["locs"], order, -1)
+    weights = stick_breaking(torch.as_tensor(out["v"]))
+    out["weights"] = weights.numpy()
+    out.update({k: v.numpy() for k, v in ranked(weights, torch.as_tensor(out["locs"])).items()})
     return zoo.Draws(out, chains=True, extras={"num_clusters": clusters})
+
+
+@dirichlet_process_mixture.reference("sklearn")
+def _(
+    y: torch.Tensor,
+    alpha: float,
+    T: int,
+    sigma: float,
+    mu0: float,
+    tau0: float,
+    *,
+    num_samples: int = 1000,
+    n_init: int = 10,
+    max_iter: int = 1000,
+    tol: float = 1e-6,
+    spread_dof: float = 1e6,
+) -> zoo.Draws:
+    """scikit-learn's BayesianGaussianMixture (Dirichlet process, variational), the peer.
+
+    Mean-field variational Bayes on the truncated stick-breaking mixture with T components,
+    weight_concentration_prior = alpha (sticks Beta(1, alpha), as the model's), best bound of
+    n_init k-means starts (``random_state`` from the run's seed; with 3 starts, 2 synthetic
+    data sets in 60 kept a local optimum that splits a cluster; with 10, none in 150). Its
+    Normal–Wishart prior is set to the model's as far as it maps: the model's spread sigma is
+    known, scikit-learn learns a variance per component, so its prior on them is pinned at
+    sigma^2 (degrees_of_freedom_prior
+    = ``spread_dof``, covariance_prior = spread_dof sigma^2: the precision's prior sd is
+    sqrt(2 / spread_dof) of its mean); mean_precision_prior = sigma^2 / tau0^2 and mean_prior =
+    mu0 then make the atoms' prior N(mu0, tau0^2), the model's.
+
+    Sites, from its variational factors (``num_samples`` independent draws, so the compared
+    ranked_* sites get rows as every engine's do; the sds are those of q): v_k ~
+    Beta(weight_concentration_[0][k], [1][k]) for k < T (its own T-th stick is dropped: the
+    model's pi_T is the rest of the stick); locs_k ~ N(means_k, covariances_k /
+    mean_precision_k) (q(mu_k | precision) at the pinned precision); z_i ~
+    Categorical(predict_proba); weights and ranked_* as the model computes them. What does
+    not map: its lower bound omits constant terms (in the extras, not the evidence), and the
+    learned spreads (extras "scales", equal to sigma to about 1e-5). extras["num_clusters"]:
+    components with weight > 1% (its weights_, expectations under q; a small cluster for a few
+    tail points counts too); "cluster_sizes": points per component by largest responsibility.
+    """
+    if y.ndim != 1:
+        raise zoo.ZooError(f"y must be a vector of observations, got shape {tuple(y.shape)}")
+    if not alpha > 0:
+        raise zoo.ZooError(f"alpha must be positive, got {alpha!r}")
+    if isinstance(T, bool) or not (isinstance(T, int) and 2 <= T <= y.shape[0]):
+        raise zoo.ZooError(f"T must be an integer with 2 <= T <= N = {y.shape[0]}, got {T!r}")
+    if not (sigma > 0 and tau0 > 0):
+        raise zoo.ZooError(f"sigma and tau0 must be positive, got {sigma!r} and {tau0!r}")
+    check_n_init(n_init)
+    x = y.double().numpy()[:, None]
+    bgm = scikit_learn("mixture").BayesianGaussianMixture(
+        n_components=T,
+        covariance_type="spherical",
+        weight_concentration_prior_type="dirichlet_process",
+        weight_concentration_prior=float(alpha),
+        mean_prior=[float(mu0)],
+        mean_precision_prior=float(sigma / tau0) ** 2,
+        covariance_prior=float(spread_dof * sigma**2),
+        degrees_of_freedom_prior=float(spread_dof),
+        n_init=n_init,
+        max_iter=max_iter,
+        tol=tol,
+        random_state=peer_random_state(),
+    )
+    bgm.fit(x)
+    a, b = bgm.weight_concentration_
+    f64 = dict(dtype=torch.float64)
+    n = torch.Size([num_samples])
+    v = dist.Beta(torch.tensor(a[: T - 1], **f64), torch.tensor(b[: T - 1], **f64)).sample(n)
+    loc_sd = np.sqrt(bgm.covariances_ / bgm.mean_precision_)
+    locs = dist.Normal(torch.tensor(bgm.means_.ravel(), **f64), torch.tensor(loc_sd, **f64))
+    locs = locs.sample(n)
+    resp = bgm.predict_proba(x)
+    z = dist.Categorical(torch.tensor(resp, **f64)).sample(n)
+    weights = stick_breaking(v)
+    return zoo.Draws(
+        {"v": v, "locs": locs, "z": z, "weights": weights, **ranked(weights, locs)},
+        extras={
+            "num_clusters": int((bgm.weights_ > 0.01).sum()),
+            "cluster_sizes": np.bincount(resp.argmax(1), minlength=T),
+            "peer_weights": bgm.weights_,
+            "peer_locs": bgm.means_.ravel(),
+            "scales": np.sqrt(bgm.covariances_),
+            "lower_bound": float(bgm.lower_bound_),
+            "converged": bool(bgm.converged_),
+        },
+    )
 
 
 @dirichlet_process_mixture.synthetic

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 import numpy as np
@@ -332,6 +333,84 @@ def _(
             out["z"][chain, i] = rank[z].T
     bar.close()
     return zoo.Draws(out, chains=True)
+
+
+@lda.reference("sklearn")
+def _(
+    words: torch.Tensor,
+    K: int,
+    V: int,
+    alpha: float,
+    eta: float,
+    *,
+    n_init: int = 3,
+    max_iter: int = 1000,
+    perp_tol: float = 1e-6,
+    mean_change_tol: float = 1e-6,
+) -> zoo.Factors:
+    """scikit-learn's LatentDirichletAllocation (batch variational Bayes), the peer.
+
+    The same mean-field family and updates as ``cavi`` (Blei et al. 2003; Hoffman et al. 2010) on
+    the documents' word counts, with doc_topic_prior = alpha, topic_word_prior = eta,
+    learning_method = "batch"; it stops when the perplexity, checked every 10 passes, changes by
+    less than ``perp_tol``. scikit-learn fits from one random start (``random_state``, from the
+    run's seed); the engine keeps the best bound of ``n_init`` starts (one start in 40 on the
+    synthetic corpora stayed at a local optimum 35 nats lower, its topics 0.42 from the truth).
+    Its factors are the run: q(phi_k) = Dir(components_k), q(theta_d) =
+    Dir(transform(normalize=False)_d), and q(z_dn) ∝ exp(E[log theta_dk] + E[log phi_{k,
+    w_dn}]), the E-step it runs on counts, given per token. Topics ordered by their most
+    probable word, as ``cavi``'s. log_evidence = ``score``, its variational bound: the ELBO of
+    eq 130 at these factors (a lower bound). extras: the topic-word matrix normalised
+    ("topic_word") and the documents' topic proportions ("doc_topic"), as scikit-learn reports
+    them; "scores": every start's bound.
+    """
+    check_corpus(words, K, V)
+    if isinstance(n_init, bool) or not (isinstance(n_init, int) and n_init >= 1):
+        raise zoo.ZooError(f"n_init must be a positive integer, got {n_init!r}")
+    w = words.numpy()
+    counts = np.stack([np.bincount(row, minlength=V) for row in w])  # (D, V) bag of words
+    decomposition = importlib.import_module("sklearn.decomposition")  # only when the peer runs
+    fits = []
+    for _ in range(n_init):
+        peer = decomposition.LatentDirichletAllocation(
+            n_components=K,
+            doc_topic_prior=float(alpha),
+            topic_word_prior=float(eta),
+            learning_method="batch",
+            max_iter=max_iter,
+            evaluate_every=10,
+            perp_tol=perp_tol,
+            mean_change_tol=mean_change_tol,
+            max_doc_update_iter=1000,
+            random_state=int(np.random.randint(2**31 - 1)),  # numpy's stream, seeded by the run
+        ).fit(counts)
+        fits.append((float(peer.score(counts)), peer))
+    score, peer = max(fits, key=lambda f: f[0])
+    order = relabel_topics(peer.components_)
+    lam = peer.components_[order]
+    gamma = peer.transform(counts, normalize=False)[:, order]
+    log_r = dirichlet_expected_log(gamma)[:, None, :] + dirichlet_expected_log(lam).T[w]
+    resp = np.exp(log_r - log_r.max(-1, keepdims=True))
+    resp /= resp.sum(-1, keepdims=True)
+    f64 = dict(dtype=torch.float64)
+    return zoo.Factors(
+        {
+            "phi": dist.Dirichlet(torch.tensor(lam, **f64)).to_event(1),
+            "theta": dist.Dirichlet(torch.tensor(gamma, **f64)),
+            "z": TopicAssignment(torch.tensor(resp.transpose(1, 0, 2), **f64)),
+        },
+        log_evidence=score,
+        evidence_kind="lower_bound",
+        extras={
+            "topic_word": lam / lam.sum(1, keepdims=True),
+            "doc_topic": gamma / gamma.sum(1, keepdims=True),
+            "q_z": resp,
+            "lambda": lam,
+            "gamma": gamma,
+            "n_iter": int(peer.n_iter_),
+            "scores": [f[0] for f in fits],
+        },
+    )
 
 
 @lda.synthetic
