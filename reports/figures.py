@@ -22,6 +22,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 from scipy import stats
+from scipy.optimize import linear_sum_assignment
 
 from inference.results import Comparison, Density, GroundTruth, Run
 
@@ -422,10 +423,14 @@ def clusters_figure(cmp: Comparison, spec: Mapping[str, str]) -> FigureImage | N
     panels = []
     for engine, run in cmp.runs.items():
         z = _site_draws(run, spec.get("assignment", ""))
-        if z is None or z.shape[1:] != data.shape[:1]:
+        resp = run.extras.get("responsibilities") if run.ok else None
+        if z is not None and z.shape[1:] == data.shape[:1]:
+            z = np.rint(z).astype(int)
+            label, share = _modal(z, int(z.max()) + 1)
+        elif resp is not None and np.shape(resp)[:1] == data.shape[:1]:  # EM's E-step
+            label, share = np.argmax(resp, 1), np.max(resp, 1)
+        else:
             continue
-        z = np.rint(z).astype(int)
-        label, share = _modal(z, int(z.max()) + 1)
         panels.append((engine, label, share))
     if not panels or data.ndim not in (1, 2):
         return None
@@ -466,7 +471,8 @@ def clusters_figure(cmp: Comparison, spec: Mapping[str, str]) -> FigureImage | N
     fig.tight_layout()
     caption = (
         f"The data coloured by each engine's posterior assignment {spec['assignment']} (its most "
-        "frequent value over the draws; paler where the draws disagree). Colours are labels, "
+        "frequent value over the draws, or EM's most responsible component; paler where the "
+        "draws or responsibilities are split). Colours are labels, "
         "compared across engines only as far as the model orders its components."
     )
     return FigureImage("clusters", "Clusters", caption, to_base64_png(fig))
@@ -481,8 +487,6 @@ def topics_figure(cmp: Comparison, spec: Mapping[str, Any]) -> FigureImage | Non
     """Each topic as its most probable words (posterior mean of the topic-word site), one column
     per engine; topics matched to the first engine's (Hungarian method on the total variation
     between word distributions), so a row is one topic for every engine."""
-    from scipy.optimize import linear_sum_assignment
-
     site, top = spec.get("topic_word", ""), int(spec.get("top", 8))
     vocabulary = spec.get("vocabulary")
     words = list(cmp.data[vocabulary]) if vocabulary and vocabulary in cmp.data else None

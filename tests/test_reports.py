@@ -555,3 +555,15 @@ def test_decoded_paths_figure_shows_each_engines_states() -> None:
         assert set(np.unique(shares)) <= {0.0, 1.0}
     kinds = [f.kind for f in reports.model_context(cmp)["figures"]]
     assert "states" in kinds
+
+
+def test_cluster_and_topic_figures_on_the_family_pages() -> None:
+    """gaussian_mixture's page colours the data by assignment, EM's from its responsibilities:
+    EM and scikit-learn's EM reach the same maximum, so their most responsible components agree
+    point by point; lda's page lists each topic's words."""
+    cmp = zoo.compare("gaussian_mixture", ["em", "sklearn"], progress=False)
+    em, sk = (np.argmax(cmp.runs[e].extras["responsibilities"], 1) for e in ("em", "sklearn"))
+    assert (em == sk).mean() > 0.99
+    assert "clusters" in [f.kind for f in reports.model_context(cmp)["figures"]]
+    lda = zoo.compare("lda", ["cavi", "sklearn"], progress=False)
+    assert "topics" in [f.kind for f in reports.model_context(lda)["figures"]]

@@ -422,6 +422,7 @@ def _two_planes(seed: int = 0) -> dict[str, Any]:
 
 @zoo.register(
     data=_two_planes,
+    figures={"clusters": {"data": "X", "assignment": "t"}},  # on the first two PCs
     engines=("svi",),
     params=("pi", "mu", "sigma"),
     engine_options={"svi": {"num_steps": 500, "lr": 0.05}},

@@ -203,6 +203,7 @@ SCALE_PRIOR = (float(np.log(0.5)), 1.0)
 
 @zoo.register(
     data=_faithful,
+    figures={"clusters": {"data": "y", "assignment": "z"}},  # eruptions by component
     engine_options={
         "nuts": {"num_samples": 300, "warmup": 300},
         "hmc": {"num_samples": 300, "warmup": 300},
@@ -594,6 +595,7 @@ def _dp_synthetic(seed: int, n: int = 80) -> tuple[dict[str, Any], dict[str, Any
 
 @zoo.register(
     data=_three_clusters,
+    figures={"clusters": {"data": "y", "assignment": "z"}},
     engines=("svi", "nuts"),
     params=("ranked_weights", "ranked_locs"),
     engine_options={"svi": {"num_steps": 1500, "lr": 0.05}},

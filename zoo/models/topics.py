@@ -76,6 +76,7 @@ def check_corpus(words: torch.Tensor, K: int, V: int, *, values: bool = True) ->
 
 @zoo.register(
     data=_corpus,
+    figures={"topics": {"topic_word": "phi", "top": 6}},  # each topic as its top words
     engines=("svi",),
     params=("phi",),
     engine_options={"svi": {"num_steps": 1000, "lr": 0.05}},
