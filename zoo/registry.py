@@ -368,7 +368,11 @@ def register(
     report for figures of this model's results: ``{"pairs": [("theta[0]", "tau")]}`` (MCMC
     draws of two parameters, divergent transitions marked) and ``{"fit": {"x": "x", "y": "y",
     "mean": "mu"}}`` (the data with each engine's posterior mean and 90% band of the
-    deterministic site ``mean``; with ``"sd"``, a site of the curve's sd given each draw).
+    deterministic site ``mean``; with ``"sd"``, a site of the curve's sd given each draw);
+    ``{"clusters": {"data": "y", "assignment": "z"}}`` (the data coloured by each engine's
+    posterior assignment), ``{"topics": {"topic_word": "phi", "top": 8}}`` (each topic's most
+    probable words per engine) and ``{"states": {"data": "x", "prefix": "z_"}}`` (the series and
+    each engine's hidden-state probabilities per step, sites ``z_0 .. z_{T-1}``).
     ``replace=True`` replaces a model of the same name (re-running a notebook cell); otherwise a
     duplicate name is an error.
     """
