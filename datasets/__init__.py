@@ -72,6 +72,22 @@ def load_digits() -> tuple[np.ndarray, np.ndarray]:
     return d.data.astype(float), d.target.astype(int)
 
 
+def load_digits_split(test_size: int = 297) -> dict[str, np.ndarray]:
+    """The digits split once into a training and a fixed held-out test set: a permutation by
+    numpy's generator seeded 0 (the same on every machine and numpy release), the last
+    ``test_size`` images held out (297 of 1797 by default, leaving 1500 for training).
+
+    Pixels are scaled to [0, 1] (grey level / 16). Returns ``x_train (1500, 64)``, ``y_train``,
+    ``x_test (297, 64)``, ``y_test`` (labels 0..9)."""
+    X, y = load_digits()
+    if not 0 < test_size < len(X):
+        raise ValueError(f"test_size must be in 1..{len(X) - 1}, got {test_size}")
+    order = np.random.default_rng(0).permutation(len(X))
+    X, y = X[order] / 16.0, y[order]
+    cut = len(X) - test_size
+    return {"x_train": X[:cut], "y_train": y[:cut], "x_test": X[cut:], "y_test": y[cut:]}
+
+
 def load_nile() -> tuple[np.ndarray, np.ndarray]:
     """Annual flow of the Nile at Aswan, 1871-1970 (10^8 m^3), the data set that statsmodels
     bundles (``statsmodels.datasets.nile``; Durbin & Koopman's local-level example).
@@ -86,6 +102,7 @@ __all__ = [
     "load_breast_cancer",
     "load_diabetes",
     "load_digits",
+    "load_digits_split",
     "load_faithful",
     "load_iris",
     "load_nile",
