@@ -114,7 +114,7 @@ def test_nan_log_density_everywhere_is_a_failed_run(registry):
 
 def test_data_the_model_cannot_take(registry):
     def needs_matrix(X, y):
-        beta = pyro.sample("beta", dist.Normal(0.0, 1.0).expand([X.shape[1]]).to_event(1))
+        beta = pyro.sample("beta", dist.Normal(0.0, 1.0).expand([2]).to_event(1))  # 2 columns
         with pyro.plate("n", len(y)):
             pyro.sample("y", dist.Normal(X @ beta, 1.0), obs=y)
 

@@ -168,6 +168,23 @@ def test_digits_em_climbs_to_the_closed_form():
     assert trace[-1] == pytest.approx(ml, abs=1e-3)
 
 
+def test_digits_page_runs_the_same_model_and_any_width_of_data_runs_through_zoo_run():
+    """probabilistic_pca_digits is the same model on the 64-pixel digits: its ml, em and
+    scikit-learn cells reach the closed form's log-likelihood (computed here by scipy), and
+    zoo.run takes the digits for probabilistic_pca itself (64 columns where its default data
+    have 6: the model sizes W by the data)."""
+    X = ppca_digits()["X"].double().numpy()
+    exact = scipy_loglik(X, *ppca_ml(X, 2))
+    cmp = zoo.compare("probabilistic_pca_digits", ["ml", "em", "sklearn"], seed=shifted(0))
+    for engine, run in cmp.runs.items():
+        assert run.ok, run.error
+        assert run.log_evidence == pytest.approx(exact, rel=1e-8), engine
+    direct = zoo.run(ENTRY, "ml", data=ppca_digits())
+    assert direct.log_evidence == pytest.approx(exact, rel=1e-10)
+    with pytest.raises(ValueError, match=r"data\['X'\] must be|has shape"):
+        zoo.run(ENTRY, "ml", data={"X": torch.randn(10), "d": 2})
+
+
 def test_bad_rank_is_refused():
     X = torch.randn(10, 6)
     for d in (0, 6):
