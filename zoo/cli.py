@@ -201,7 +201,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         out=args.out,
         profile=args.profile,
         seed=args.seed,
-        progress=_progress(args),
+        progress=_progress(args) or (False if args.quiet else "lines"),  # a log: a line a cell
         engines=_engines(args.engines),
         options=_parse_options(args.option),
         workers=args.workers,

@@ -156,26 +156,38 @@ def run_cells(
     seed: int,
     *,
     workers: int = 1,
-    progress: bool = False,
+    progress: bool | str = False,
     scheduler: str | None = None,
 ) -> dict[tuple[str, str], Run]:
-    """Every cell's Run, keyed by (model, engine); a failed cell is a failed Run."""
+    """Every cell's Run, keyed by (model, engine); a failed cell is a failed Run.
+    ``progress``: a bar on stderr (True), or ``"lines"``: a line per finished cell (a log file
+    or CI, where a bar would be one unreadable line)."""
     results: dict[tuple[str, str], Run] = {}
     pool = executor(workers if len(cells) > 1 else 1, scheduler)
-    bar = tqdm(total=len(cells), desc="zoo report", unit="cell", disable=not progress)
+    bar = tqdm(total=len(cells), desc="zoo report", unit="cell", disable=progress is not True)
+
+    def done(cell: Cell, run: Run) -> None:
+        results[(cell.model, cell.engine)] = run
+        bar.set_postfix_str(f"{cell.model}/{cell.engine}")
+        bar.update()
+        if progress == "lines":
+            why = "" if run.ok else f" ({run.caveat or run.error})"
+            wall = run.diagnostics.get("wall_time_s", float("nan"))
+            print(
+                f"[{len(results)}/{len(cells)}] {cell.model}/{cell.engine}: {run.status} "
+                f"{wall:.1f} s{why}",
+                file=sys.stderr,
+                flush=True,
+            )
+
     try:
         if pool is None:
             for cell in cells:
-                bar.set_postfix_str(f"{cell.model}/{cell.engine}")
-                results[(cell.model, cell.engine)] = run_cell(cell, seed)
-                bar.update()
+                done(cell, run_cell(cell, seed))
         else:
             futures = {pool.submit(run_cell, cell, seed): cell for cell in cells}
             for fut in as_completed(futures):
-                cell = futures[fut]
-                bar.set_postfix_str(f"{cell.model}/{cell.engine}")
-                results[(cell.model, cell.engine)] = _result(fut, cell, seed)
-                bar.update()
+                done(futures[fut], _result(fut, futures[fut], seed))
     finally:
         bar.close()
         if pool is not None:
@@ -269,7 +281,7 @@ def write_report(
     out: str | os.PathLike[str],
     profile: str | None = None,
     seed: int | None = None,
-    progress: bool | None = None,
+    progress: bool | str | None = None,
     options: Mapping[str, Mapping[str, Any]] | None = None,
     engines: Sequence[str] | None = None,
     workers: int | None = None,
@@ -288,7 +300,8 @@ def write_report(
     ``seed``: default 0. ``options``: per-engine overrides of the profile, e.g. ``{"svi":
     {"num_steps": 500}}``. ``engines``: only these engines (default: every engine that
     applies). ``workers``: worker processes for the cells (default: the machine's cores).
-    ``progress``: a bar over the cells on stderr (None: when it is a terminal).
+    ``progress``: a bar over the cells on stderr (None: when it is a terminal), or ``"lines"``:
+    a line per finished cell with its status and time.
 
     Everything is validated, and ``out`` checked writable, before any work starts. Files are
     staged inside ``out`` and moved into place only when every page is written; files of ``out``
