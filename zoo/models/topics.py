@@ -80,9 +80,18 @@ def check_corpus(words: torch.Tensor, K: int, V: int, *, values: bool = True) ->
     engines=("svi",),
     params=("phi",),
     engine_options={"svi": {"num_steps": 1000, "lr": 0.05}},
+    # q(theta_d) from an encoder of document d's words instead of a Dirichlet per document
+    variants={"svi_amortised": ("svi", {}, {"amortised": True})},
     seed_ref="002 §16.2 (L2960–3008); 001 §2.5 (L750–1040)",
 )
-def lda(words: torch.Tensor, K: int = 3, V: int = 12, alpha: float = 0.5, eta: float = 0.5) -> None:
+def lda(
+    words: torch.Tensor,
+    K: int = 3,
+    V: int = 12,
+    alpha: float = 0.5,
+    eta: float = 0.5,
+    amortised: bool = False,
+) -> None:
     r"""Latent Dirichlet allocation: documents are mixtures of topics, topics are distributions
     over words (Blei, Ng & Jordan 2003).
 
@@ -101,6 +110,9 @@ def lda(words: torch.Tensor, K: int = 3, V: int = 12, alpha: float = 0.5, eta: f
     (001 eqs 113, 117, 118) with its closed-form ELBO (eq 130); ``gibbs`` is collapsed Gibbs
     (Griffiths & Steyvers 2004: theta and phi integrated out, named in 002 L2996).
 
+    ``amortised`` picks the guide's family, not the model: with it, q(theta_d) is amortised
+    (variant ``svi_amortised``, see the guide); the model ignores it.
+
     Label switching: the topics are exchangeable. The reference engines report topics ordered by
     their most probable word (:func:`relabel_topics`); compare other fits after matching topics
     (the tests use the Hungarian algorithm, scipy's linear_sum_assignment).
@@ -116,21 +128,50 @@ def lda(words: torch.Tensor, K: int = 3, V: int = 12, alpha: float = 0.5, eta: f
 
 
 @lda.set_guide
-def _(words: torch.Tensor, K: int, V: int, alpha: float) -> None:
+def _(words: torch.Tensor, K: int, V: int, alpha: float, amortised: bool = False) -> None:
     """Mean-field Dirichlets, the family of the seed's CAVI (001 eq 109): q(phi_k) =
     Dir(lambda_k), q(theta_d) = Dir(gamma_d); the z_dn are enumerated exactly in the model
     (TraceEnum_ELBO: a tighter bound than CAVI's, whose q(z) is a factor of its own). lambda
-    starts near uniform with noise, which breaks the topics' symmetry."""
+    starts near uniform with noise, which breaks the topics' symmetry.
+
+    ``amortised``: gamma_d = encoder(c_d) instead of a free parameter per document, with c_d
+    document d's word frequencies (Srivastava & Sutton 2017; Pyro's LDA example): one network
+    serves every document, new ones included, so its parameters do not grow with the corpus
+    (here V*H + H + H*K + K = 195 against D*K = 120 free gammas for 40 documents)."""
     D = words.shape[0]
     lam = pyro.param("q_phi_conc", lambda: 1.0 + torch.rand(K, V), constraint=constraints.positive)
     pyro.sample("phi", dist.Dirichlet(lam).to_event(1))
-    gamma = pyro.param(
-        "q_theta_conc",
-        lambda: torch.full((D, K), float(alpha) + 1.0),
-        constraint=constraints.positive,
-    )
+    if amortised:
+        gamma = topic_encoder(word_frequencies(words, V), K)
+    else:
+        gamma = pyro.param(
+            "q_theta_conc",
+            lambda: torch.full((D, K), float(alpha) + 1.0),
+            constraint=constraints.positive,
+        )
     with pyro.plate("docs", D, dim=-1):
         pyro.sample("theta", dist.Dirichlet(gamma))
+
+
+def word_frequencies(words: torch.Tensor, V: int) -> torch.Tensor:
+    """c_dv = (number of times word v occurs in document d) / (document length): (D, V)."""
+    counts = torch.zeros(words.shape[0], V).scatter_add_(1, words, torch.ones(words.shape))
+    return counts / words.shape[1]
+
+
+def topic_encoder(c: torch.Tensor, K: int, hidden: int = 12) -> torch.Tensor:
+    """gamma_d = softplus(W2 softplus(W1 c_d + b1) + b2) + 0.01: a one-hidden-layer network
+    from word frequencies to the concentrations of q(theta_d) (the 0.01 floor keeps every
+    Dirichlet proper). Its weights are Pyro params, drawn N(0, 1/fan_in) at the first step;
+    b2 starts at softplus^-1(alpha + 1 - 0.01) ~ 1.4, so q(theta_d) starts where the
+    per-document guide does."""
+    V = c.shape[-1]
+    W1 = pyro.param("enc_W1", lambda: torch.randn(V, hidden) / V**0.5)
+    b1 = pyro.param("enc_b1", lambda: torch.zeros(hidden))
+    W2 = pyro.param("enc_W2", lambda: torch.randn(hidden, K) / hidden**0.5)
+    b2 = pyro.param("enc_b2", lambda: torch.full((K,), 1.4))
+    h = torch.nn.functional.softplus(c @ W1 + b1)
+    return torch.nn.functional.softplus(h @ W2 + b2) + 0.01
 
 
 class TopicAssignment(dist.Categorical):
