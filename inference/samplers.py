@@ -247,11 +247,11 @@ def _nuts_leaf(
     sum_acc = sum_acc + torch.where(live, torch.clamp(torch.exp(-delta), max=1.0), 0.0)
     n_leaves = n_leaves + live.to(n_leaves.dtype)
     s_div = s_div | ((delta > MAX_DELTA_ENERGY) & live)
-    stored = write[:, None, None] & lv[None]
+    stored = write[:, :, None] & lv[None]
     p_ck = torch.where(stored, cp[None], p_ck)
     sum_ck = torch.where(stored, s_sum[None], sum_ck)
     turned = _is_turning(p_ck, cp[None], s_sum[None] - sum_ck + p_ck, inv_mass[None])
-    s_turn = s_turn | ((turned & check[:, None]).any(0) & live)
+    s_turn = s_turn | ((turned & check).any(0) & live)
     return (
         cq,
         cp,
@@ -273,17 +273,17 @@ def _nuts_leaf(
 
 
 @functools.cache
-def _checkpoint_masks(max_depth: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """For each leaf index below 2**max_depth: the rows it writes and the rows it checks."""
-    masks = []
+def _checkpoint_masks(max_depth: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """For each leaf index below 2**(max_depth - 1), the checkpoint rows it writes and the rows
+    it checks: two boolean tensors (leaves, max_depth)."""
+    write, check = [], []
     rows = torch.arange(max_depth)
+    none = torch.zeros(max_depth, dtype=torch.bool)
     for leaf in range(2 ** max(max_depth - 1, 0)):
         lo, hi = _checkpoints(leaf)
-        if leaf % 2 == 0:
-            masks.append((rows == hi, torch.zeros(max_depth, dtype=torch.bool)))
-        else:
-            masks.append((torch.zeros(max_depth, dtype=torch.bool), (rows >= lo) & (rows <= hi)))
-    return masks
+        write.append(rows == hi if leaf % 2 == 0 else none)
+        check.append(none if leaf % 2 == 0 else (rows >= lo) & (rows <= hi))
+    return torch.stack(write), torch.stack(check)
 
 
 def nuts_transition(
@@ -340,7 +340,7 @@ def nuts_transition(
         ]
         live = building
         for n in range(2**d):
-            write, check = masks[n]
+            write, check = (m[n][:, None].expand(-1, B).contiguous() for m in masks)
             u = torch.rand(B, generator=gen, dtype=dtype)
             out = leaf(
                 cq,
@@ -401,6 +401,207 @@ def nuts_transition(
     return prop[0], prop[1], prop[2], stats, calls
 
 
+# The state of every chain in the asynchronous sampler (:func:`nuts_sample`): the current draw
+# (q, lp, g) and the initial energy h0; the tree's left and right edges (position, momentum,
+# gradient, log density), its proposal, log weight and momentum sum; its depth, the subtree's
+# leaf index n and direction; the subtree's edge (c*) and its own weight, momentum sum,
+# proposal, turned and diverged flags; the U-turn checkpoints; the acceptance sum, leaf count
+# and divergence of the tree.
+ASYNC_STATE = (
+    "q", "lp", "g", "h0",
+    "lq", "lpm", "lg", "llp", "rq", "rpm", "rg", "rlp",
+    "pq", "plp", "pg", "log_w", "p_sum", "depth", "n", "right_way",
+    "cq", "cp", "cg", "clp", "s_logw", "s_sum", "sq", "slp", "sg", "s_turn", "s_div",
+    "p_ck", "sum_ck", "sum_acc", "n_leaves", "diverging",
+)  # fmt: skip
+
+
+def _new_trees(
+    st: dict[str, torch.Tensor], start: torch.Tensor, p0: torch.Tensor, inv_mass: torch.Tensor
+) -> None:
+    """Chains in ``start`` begin a new iteration at their current draw with momentum ``p0``."""
+    s, m = start, start[:, None]
+    h0 = -st["lp"] + kinetic(p0, inv_mass)
+    st["h0"] = torch.where(s, h0, st["h0"])
+    for side in "lr":
+        st[f"{side}q"] = torch.where(m, st["q"], st[f"{side}q"])
+        st[f"{side}pm"] = torch.where(m, p0, st[f"{side}pm"])
+        st[f"{side}g"] = torch.where(m, st["g"], st[f"{side}g"])
+        st[f"{side}lp"] = torch.where(s, st["lp"], st[f"{side}lp"])
+    st["pq"], st["pg"] = torch.where(m, st["q"], st["pq"]), torch.where(m, st["g"], st["pg"])
+    st["plp"] = torch.where(s, st["lp"], st["plp"])
+    st["log_w"] = torch.where(s, 0.0, st["log_w"])
+    st["p_sum"] = torch.where(m, p0, st["p_sum"])
+    st["depth"] = torch.where(s, 0, st["depth"])
+    st["sum_acc"] = torch.where(s, 0.0, st["sum_acc"])
+    st["n_leaves"] = torch.where(s, 0.0, st["n_leaves"])
+    st["diverging"] = st["diverging"] & ~s
+
+
+def _new_subtrees(st: dict[str, torch.Tensor], start: torch.Tensor, coin: torch.Tensor) -> None:
+    """Chains in ``start`` begin a subtree of 2**depth leaves from the edge a coin picks."""
+    s, m = start, start[:, None]
+    st["right_way"] = torch.where(s, coin < 0.5, st["right_way"])
+    rw = st["right_way"][:, None]
+    for c, side in (("cq", "q"), ("cp", "pm"), ("cg", "g")):
+        edge = torch.where(rw, st[f"r{side}"], st[f"l{side}"])
+        st[c] = torch.where(m, edge, st[c])
+    edge_lp = torch.where(st["right_way"], st["rlp"], st["llp"])
+    st["clp"] = torch.where(s, edge_lp, st["clp"])
+    st["n"] = torch.where(s, 0, st["n"])
+    st["s_logw"] = torch.where(s, -math.inf, st["s_logw"])
+    st["s_sum"] = torch.where(m, 0.0, st["s_sum"])
+    st["sq"], st["sg"] = torch.where(m, st["cq"], st["sq"]), torch.where(m, st["cg"], st["sg"])
+    st["slp"] = torch.where(s, st["clp"], st["slp"])
+    st["s_turn"] = st["s_turn"] & ~s
+    st["s_div"] = st["s_div"] & ~s
+
+
+def _nuts_async_step(density: Density, *args: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """One leapfrog step for every active chain in its own tree, then, per chain: a finished
+    subtree merged into its tree (biased progressive sampling), a finished tree emitted as the
+    chain's next draw and a new tree begun, a new subtree begun. No chain waits for another:
+    every density call advances every active chain. Branch-free, so it runs as one fused graph.
+    Returns the new state, then per chain: whether it emitted a draw, and the draw's
+    statistics (acceptance, divergence, depth, leapfrog steps, energy)."""
+    k = len(ASYNC_STATE)
+    st = dict(zip(ASYNC_STATE, args[:k], strict=True))
+    eps, inv_mass, active, u, coin_merge, coin_dir, p_new, write_tab, check_tab = args[k:]
+    max_depth = write_tab.shape[1]
+    n = st["n"].clamp(max=write_tab.shape[0] - 1)
+    write, check = write_tab[n].T, check_tab[n].T  # (max_depth, chains)
+    signed = torch.where(st["right_way"][:, None], eps, -eps)
+    out = _nuts_leaf(
+        density,
+        *(st[x] for x in ("cq", "cp", "cg", "clp")),
+        signed,
+        inv_mass,
+        st["h0"],
+        *(st[x] for x in ("s_logw", "s_sum", "sq", "slp", "sg", "s_turn", "s_div")),
+        st["p_ck"],
+        st["sum_ck"],
+        st["sum_acc"],
+        st["n_leaves"],
+        active,
+        u,
+        write,
+        check,
+    )
+    names = ("cq", "cp", "cg", "clp", "s_logw", "s_sum", "sq", "slp", "sg", "s_turn", "s_div")
+    st.update(zip(names, out[:11], strict=True))
+    st["p_ck"], st["sum_ck"], st["sum_acc"], st["n_leaves"] = out[11:15]
+    full = st["n"] + 1 >= torch.ones_like(st["depth"]) << st["depth"]
+    sub_done = active & (st["s_turn"] | st["s_div"] | full)
+    # merge the finished subtrees: never take a proposal from one that turned or diverged
+    bad = st["s_turn"] | st["s_div"]
+    accept = torch.where(bad, 0.0, torch.clamp(torch.exp(st["s_logw"] - st["log_w"]), max=1.0))
+    take = sub_done & (coin_merge < accept)
+    st["pq"] = torch.where(take[:, None], st["sq"], st["pq"])
+    st["pg"] = torch.where(take[:, None], st["sg"], st["pg"])
+    st["plp"] = torch.where(take, st["slp"], st["plp"])
+    for side, mask in (("r", sub_done & st["right_way"]), ("l", sub_done & ~st["right_way"])):
+        m = mask[:, None]
+        st[f"{side}q"] = torch.where(m, st["cq"], st[f"{side}q"])
+        st[f"{side}pm"] = torch.where(m, st["cp"], st[f"{side}pm"])
+        st[f"{side}g"] = torch.where(m, st["cg"], st[f"{side}g"])
+        st[f"{side}lp"] = torch.where(mask, st["clp"], st[f"{side}lp"])
+    st["log_w"] = torch.where(sub_done, torch.logaddexp(st["log_w"], st["s_logw"]), st["log_w"])
+    st["p_sum"] = torch.where(sub_done[:, None], st["p_sum"] + st["s_sum"], st["p_sum"])
+    turning = _is_turning(st["lpm"], st["rpm"], st["p_sum"], inv_mass)
+    st["diverging"] = st["diverging"] | (sub_done & st["s_div"])
+    st["depth"] = st["depth"] + sub_done.long()
+    tree_done = sub_done & (bad | turning | (st["depth"] >= max_depth))
+    emitted = (
+        st["sum_acc"] / st["n_leaves"].clamp(min=1),
+        st["diverging"],
+        st["depth"],
+        st["n_leaves"],
+        st["h0"],
+    )
+    # a finished tree: its proposal is the chain's next draw, and a new tree starts there
+    st["q"] = torch.where(tree_done[:, None], st["pq"], st["q"])
+    st["g"] = torch.where(tree_done[:, None], st["pg"], st["g"])
+    st["lp"] = torch.where(tree_done, st["plp"], st["lp"])
+    _new_trees(st, tree_done, p_new, inv_mass)
+    st["n"] = st["n"] + 1
+    _new_subtrees(st, sub_done, coin_dir)
+    return (*(st[x] for x in ASYNC_STATE), tree_done, *emitted)
+
+
+def nuts_sample(
+    density: Density,
+    q: torch.Tensor,
+    logp: torch.Tensor,
+    grad: torch.Tensor,
+    step: torch.Tensor,
+    inv_mass: torch.Tensor,
+    gen: torch.Generator,
+    num_samples: int,
+    max_tree_depth: int = 10,
+    bar: tqdm | None = None,
+) -> tuple[torch.Tensor, dict[str, torch.Tensor], int]:
+    """``num_samples`` NUTS draws per chain at fixed step sizes and mass matrices, the chains
+    asynchronous: each density call takes one leapfrog step in every chain's own tree, and a
+    chain whose tree ends emits its draw and starts the next tree in the same call (the
+    lockstep form, :func:`nuts_transition`, makes every chain wait for the longest tree of the
+    batch: 2.6-4.4 times the calls on eight schools and the mixture). Each chain's draws are
+    those of the sequential sampler; only the order of the random numbers differs. Returns the
+    draws (chains, num_samples, D), their statistics and the number of density calls."""
+    B, D = q.shape
+    dtype = q.dtype
+    tables = _checkpoint_masks(max_tree_depth)
+    zeros_bd = torch.zeros(B, D, dtype=dtype)
+    st: dict[str, torch.Tensor] = {x: zeros_bd for x in ASYNC_STATE}
+    st.update(q=q, lp=logp, g=grad)
+    for x in ("h0", "llp", "rlp", "plp", "log_w", "clp", "s_logw", "slp", "sum_acc", "n_leaves"):
+        st[x] = torch.zeros(B, dtype=dtype)
+    for x in ("depth", "n"):
+        st[x] = torch.zeros(B, dtype=torch.long)
+    for x in ("right_way", "s_turn", "s_div", "diverging"):
+        st[x] = torch.zeros(B, dtype=torch.bool)
+    st["p_ck"] = torch.zeros(max_tree_depth, B, D, dtype=dtype)
+    st["sum_ck"] = torch.zeros(max_tree_depth, B, D, dtype=dtype)
+    everyone = torch.ones(B, dtype=torch.bool)
+    _new_trees(
+        st, everyone, torch.randn(B, D, generator=gen, dtype=dtype) / inv_mass.sqrt(), inv_mass
+    )
+    _new_subtrees(st, everyone, torch.rand(B, generator=gen, dtype=dtype))
+    state = tuple(st[x] for x in ASYNC_STATE)
+    step_fn = Step(density, _nuts_async_step)
+    eps = step[:, None].to(dtype)
+    draws = torch.empty(B, num_samples, D, dtype=dtype)
+    names = ("accept", "diverging", "tree_depth", "n_steps", "energy")
+    stats = {k: torch.zeros(B, num_samples, dtype=dtype) for k in names}
+    stats["diverging"] = torch.zeros(B, num_samples, dtype=torch.bool)
+    stats["tree_depth"] = torch.zeros(B, num_samples, dtype=torch.long)
+    count = torch.zeros(B, dtype=torch.long)
+    calls, shown = 0, 0
+    k = len(ASYNC_STATE)
+    while True:
+        active = count < num_samples
+        if not active.any():
+            break
+        rand = torch.rand(3, B, generator=gen, dtype=dtype)
+        p_new = torch.randn(B, D, generator=gen, dtype=dtype) / inv_mass.sqrt()
+        out = step_fn(*state, eps, inv_mass, active, *rand, p_new, *tables)
+        calls += 1
+        # a compiled step's outputs may come back with other strides than it was traced with
+        state = tuple(t.contiguous() for t in out[:k])
+        done, emitted = out[k] & active, out[k + 1 :]
+        if done.any():
+            rows = done.nonzero().squeeze(1)
+            at = count[rows]
+            draws[rows, at] = state[0][rows]
+            for name, value in zip(names, emitted, strict=True):
+                stats[name][rows, at] = value[rows].to(stats[name].dtype)
+            count[rows] += 1
+            least = int(count.min())
+            if bar is not None and least > shown:
+                bar.update(least - shown)
+                shown = least
+    return draws, stats, calls
+
+
 def _where_rows(mask: torch.Tensor, new: torch.Tensor, old: torch.Tensor) -> torch.Tensor:
     """``new`` in the rows (chains) where ``mask``, ``old`` elsewhere."""
     return torch.where(mask.reshape((-1,) + (1,) * (new.dim() - 1)), new, old)
@@ -424,9 +625,14 @@ def nuts(
     max_tree_depth: int = 10,
     progress: bool = False,
 ) -> Samples:
-    """NUTS for every chain of ``theta0`` (chains, D), in lockstep. Warmup: step size by dual
-    averaging, diagonal mass matrix re-estimated at the ends of Stan's windows."""
+    """NUTS for every chain of ``theta0`` (chains, D). Warmup in lockstep (every chain adapts
+    at the same iteration): step size by dual averaging, diagonal mass matrix re-estimated at
+    the ends of Stan's windows. Sampling asynchronous (:func:`nuts_sample`)."""
     leaf = Step(density, _nuts_leaf)
+
+    def sample(q, lp, g, step, im, bar):  # noqa: ANN001, ANN202 - local
+        return nuts_sample(density, q, lp, g, step, im, gen, num_samples, max_tree_depth, bar)
+
     return _adapted_chain(
         density,
         theta0,
@@ -439,6 +645,7 @@ def nuts(
         transition=lambda q, lp, g, step, im: nuts_transition(
             density, q, lp, g, step, im, gen, max_tree_depth, leaf
         ),
+        sample=sample,
     )
 
 
@@ -504,10 +711,12 @@ def _adapted_chain(
     progress: bool,
     desc: str,
     transition: Callable[..., tuple],
+    sample: Callable[..., tuple[torch.Tensor, dict[str, torch.Tensor], int]] | None = None,
 ) -> Samples:
     """Warmup (Stan's: dual averaging of each chain's step size, its diagonal mass matrix from
     the draws of each slow window, the step size heuristic and a restart after each) and
-    sampling, for a per-chain transition kernel."""
+    sampling, for a per-chain transition kernel; ``sample(q, logp, grad, step, inv_mass, bar)
+    -> (draws, stats, calls)``, where given, draws after warmup instead of the transition."""
     q, logp, grad = _start(density, theta0)
     B, D = q.shape
     inv_mass = torch.ones(B, D, dtype=q.dtype)
@@ -522,7 +731,7 @@ def _adapted_chain(
     stats: dict[str, list[torch.Tensor]] = {}
     bar = _progress(warmup + num_samples, progress, desc)
     tick = getattr(density, "tick", lambda it, total: None)
-    for it in range(warmup + num_samples):
+    for it in range(warmup + (num_samples if sample is None else 0)):
         q, logp, grad, st, c = transition(q, logp, grad, step, inv_mass)
         calls += c
         tick(it, warmup + num_samples)
@@ -543,8 +752,12 @@ def _adapted_chain(
             for k, v in st.items():
                 stats.setdefault(k, []).append(v)
         bar.update(1)
+    if sample is not None:
+        draws, out, c = sample(q, logp, grad, step, inv_mass, bar)
+        calls += c
+    else:
+        out = {k: torch.stack(v, 1) for k, v in stats.items()}
     bar.close()
-    out = {k: torch.stack(v, 1) for k, v in stats.items()}
     out["step_size"] = step[:, None].expand(B, num_samples)
     return Samples(draws, out, calls * B, {"step_size": step.tolist()})
 
