@@ -528,6 +528,43 @@ def _nuts_async_step(density: Density, *args: torch.Tensor) -> tuple[torch.Tenso
     return (*(st[x] for x in ASYNC_STATE), tree_done, *emitted)
 
 
+class PerChainAdaptation:
+    """Stan's warmup for chains that reach their iterations at different times: each chain's
+    dual averaging of its step size, its mass matrix re-estimated from its own draws at the end
+    of each of Stan's windows (then the step-size heuristic and a restart), its final step size
+    the dual average's. Rows are updated only when their chain emits a warmup draw."""
+
+    def __init__(self, step: torch.Tensor, warmup: int, target: float, D: int) -> None:
+        self.step, self.warmup, self.target = step.clone(), warmup, target
+        self.ends = stan_windows(warmup)
+        first = 0 if not self.ends else (75 if warmup >= 150 else int(0.15 * warmup))
+        self.starts = dict(zip(self.ends, [first, *self.ends[:-1]], strict=True))
+        self.window = torch.zeros(step.shape[0], max(warmup, 1), D, dtype=step.dtype)
+        self.restart(torch.ones_like(step, dtype=torch.bool))
+
+    def restart(self, rows: torch.Tensor) -> None:
+        z = torch.zeros_like(self.step)
+        if not hasattr(self, "mu"):
+            self.mu, self.h_bar, self.log_bar, self.t = z, z.clone(), z.clone(), z.clone()
+        self.mu = torch.where(rows, torch.log(10 * self.step), self.mu)
+        self.h_bar = torch.where(rows, 0.0, self.h_bar)
+        self.log_bar = torch.where(rows, 0.0, self.log_bar)
+        self.t = torch.where(rows, 0.0, self.t)
+
+    def update(self, rows: torch.Tensor, accept: torch.Tensor) -> None:
+        """Dual averaging (as :class:`DualAveraging`) for the chains in ``rows``."""
+        t = self.t + 1
+        eta = 1.0 / (t + 10.0)
+        h_bar = (1 - eta) * self.h_bar + eta * (self.target - torch.nan_to_num(accept, nan=0.0))
+        log_step = self.mu - t.sqrt() / 0.05 * h_bar
+        w = t**-0.75
+        log_bar = w * log_step + (1 - w) * self.log_bar
+        self.t = torch.where(rows, t, self.t)
+        self.h_bar = torch.where(rows, h_bar, self.h_bar)
+        self.log_bar = torch.where(rows, log_bar, self.log_bar)
+        self.step = torch.where(rows, log_step.exp(), self.step)
+
+
 def nuts_sample(
     density: Density,
     q: torch.Tensor,
@@ -539,14 +576,17 @@ def nuts_sample(
     num_samples: int,
     max_tree_depth: int = 10,
     bar: tqdm | None = None,
-) -> tuple[torch.Tensor, dict[str, torch.Tensor], int]:
-    """``num_samples`` NUTS draws per chain at fixed step sizes and mass matrices, the chains
+    warmup: int = 0,
+    target_accept: float = 0.8,
+) -> tuple[torch.Tensor, dict[str, torch.Tensor], int, torch.Tensor]:
+    """``warmup`` adapting iterations, then ``num_samples`` NUTS draws, per chain, the chains
     asynchronous: each density call takes one leapfrog step in every chain's own tree, and a
     chain whose tree ends emits its draw and starts the next tree in the same call (the
     lockstep form, :func:`nuts_transition`, makes every chain wait for the longest tree of the
-    batch: 2.6-4.4 times the calls on eight schools and the mixture). Each chain's draws are
-    those of the sequential sampler; only the order of the random numbers differs. Returns the
-    draws (chains, num_samples, D), their statistics and the number of density calls."""
+    batch). Warmup is Stan's, per chain (:class:`PerChainAdaptation`). Each chain follows the
+    sequential sampler; only the order of the random numbers differs. Returns the draws
+    (chains, num_samples, D), their statistics, the number of density calls (the step-size
+    heuristic's included) and the final step sizes."""
     B, D = q.shape
     dtype = q.dtype
     tables = _checkpoint_masks(max_tree_depth)
@@ -561,45 +601,100 @@ def nuts_sample(
         st[x] = torch.zeros(B, dtype=torch.bool)
     st["p_ck"] = torch.zeros(max_tree_depth, B, D, dtype=dtype)
     st["sum_ck"] = torch.zeros(max_tree_depth, B, D, dtype=dtype)
-    everyone = torch.ones(B, dtype=torch.bool)
-    _new_trees(
-        st, everyone, torch.randn(B, D, generator=gen, dtype=dtype) / inv_mass.sqrt(), inv_mass
-    )
-    _new_subtrees(st, everyone, torch.rand(B, generator=gen, dtype=dtype))
-    state = tuple(st[x] for x in ASYNC_STATE)
+
+    def begin(rows: torch.Tensor, inv_mass: torch.Tensor) -> None:  # momenta under inv_mass
+        p0 = torch.randn(B, D, generator=gen, dtype=dtype) / inv_mass.sqrt()
+        _new_trees(st, rows, p0, inv_mass)
+        _new_subtrees(st, rows, torch.rand(B, generator=gen, dtype=dtype))
+
+    begin(torch.ones(B, dtype=torch.bool), inv_mass)
+    adapt = PerChainAdaptation(step, warmup, target_accept, D) if warmup else None
+    step = step.clone()
     step_fn = Step(density, _nuts_async_step)
-    eps = step[:, None].to(dtype)
+    total = warmup + num_samples
     draws = torch.empty(B, num_samples, D, dtype=dtype)
     names = ("accept", "diverging", "tree_depth", "n_steps", "energy")
     stats = {k: torch.zeros(B, num_samples, dtype=dtype) for k in names}
     stats["diverging"] = torch.zeros(B, num_samples, dtype=torch.bool)
     stats["tree_depth"] = torch.zeros(B, num_samples, dtype=torch.long)
-    count = torch.zeros(B, dtype=torch.long)
+    count = torch.zeros(B, dtype=torch.long)  # iterations done, warmup included
     calls, shown = 0, 0
-    k = len(ASYNC_STATE)
+    tick = getattr(density, "tick", lambda it, total: None)
     while True:
-        active = count < num_samples
+        active = count < total
         if not active.any():
             break
         rand = torch.rand(3, B, generator=gen, dtype=dtype)
         p_new = torch.randn(B, D, generator=gen, dtype=dtype) / inv_mass.sqrt()
-        out = step_fn(*state, eps, inv_mass, active, *rand, p_new, *tables)
+        state = tuple(st[x] for x in ASYNC_STATE)
+        out = step_fn(*state, step[:, None], inv_mass, active, *rand, p_new, *tables)
         calls += 1
         # a compiled step's outputs may come back with other strides than it was traced with
-        state = tuple(t.contiguous() for t in out[:k])
+        st = {x: t.contiguous() for x, t in zip(ASYNC_STATE, out, strict=False)}
+        k = len(ASYNC_STATE)
         done, emitted = out[k] & active, out[k + 1 :]
-        if done.any():
-            rows = done.nonzero().squeeze(1)
-            at = count[rows]
-            draws[rows, at] = state[0][rows]
+        if not done.any():
+            continue
+        it = count
+        warm = done & (it < warmup)
+        if adapt is not None and warm.any():
+            c = _adapt_rows(adapt, warm, it, st, emitted[0], density, inv_mass, gen, begin)
+            inv_mass, calls = c[0], calls + c[1]
+            step = adapt.step.clone()
+            final = warm & (it + 1 == warmup)
+            step = torch.where(final, adapt.log_bar.exp(), step)
+            adapt.step = torch.where(final, step, adapt.step)
+        keep = done & (it >= warmup)
+        if keep.any():
+            rows = keep.nonzero().squeeze(1)
+            at = it[rows] - warmup
+            draws[rows, at] = st["q"][rows]
             for name, value in zip(names, emitted, strict=True):
                 stats[name][rows, at] = value[rows].to(stats[name].dtype)
-            count[rows] += 1
-            least = int(count.min())
-            if bar is not None and least > shown:
+        count = count + done.long()
+        least = int(count.min())
+        if least > shown:
+            tick(least - 1, total)
+            if bar is not None:
                 bar.update(least - shown)
-                shown = least
-    return draws, stats, calls
+            shown = least
+    return draws, stats, calls, step
+
+
+def _adapt_rows(
+    adapt: PerChainAdaptation,
+    rows: torch.Tensor,
+    it: torch.Tensor,
+    st: dict[str, torch.Tensor],
+    accept: torch.Tensor,
+    density: Density,
+    inv_mass: torch.Tensor,
+    gen: torch.Generator,
+    begin: Callable[[torch.Tensor, torch.Tensor], None],
+) -> tuple[torch.Tensor, int]:
+    """Warmup bookkeeping for the chains in ``rows``, which just finished iteration ``it``:
+    dual averaging; the draw into the chain's window; at a window's end, the chain's mass
+    matrix from its window, the step-size heuristic, a restart of its dual averaging and of the
+    tree it began (its momentum was drawn under the old mass matrix). Returns the mass
+    matrices and the density calls spent."""
+    adapt.update(rows, accept)
+    idx = rows.nonzero().squeeze(1)
+    adapt.window[idx, it[idx]] = st["q"][idx]
+    calls = 0
+    for end in adapt.ends:
+        at_end = rows & (it + 1 == end)
+        if not at_end.any():
+            continue
+        r = at_end.nonzero().squeeze(1)
+        window = adapt.window[r, adapt.starts[end] : end]
+        inv_mass = inv_mass.clone()
+        inv_mass[r] = regularised_variance(window, 1)
+        found, c = find_step_size(density, st["q"], st["lp"], st["g"], inv_mass, adapt.step, gen)
+        calls += c
+        adapt.step = torch.where(at_end, found, adapt.step)
+        adapt.restart(at_end)
+        begin(at_end, inv_mass)
+    return inv_mass, calls
 
 
 def _where_rows(mask: torch.Tensor, new: torch.Tensor, old: torch.Tensor) -> torch.Tensor:
@@ -628,25 +723,20 @@ def nuts(
     """NUTS for every chain of ``theta0`` (chains, D). Warmup in lockstep (every chain adapts
     at the same iteration): step size by dual averaging, diagonal mass matrix re-estimated at
     the ends of Stan's windows. Sampling asynchronous (:func:`nuts_sample`)."""
-    leaf = Step(density, _nuts_leaf)
-
-    def sample(q, lp, g, step, im, bar):  # noqa: ANN001, ANN202 - local
-        return nuts_sample(density, q, lp, g, step, im, gen, num_samples, max_tree_depth, bar)
-
-    return _adapted_chain(
-        density,
-        theta0,
-        num_samples=num_samples,
-        warmup=warmup,
-        gen=gen,
-        target_accept=target_accept,
-        progress=progress,
-        desc="nuts",
-        transition=lambda q, lp, g, step, im: nuts_transition(
-            density, q, lp, g, step, im, gen, max_tree_depth, leaf
-        ),
-        sample=sample,
+    q, logp, grad = _start(density, theta0)
+    B, D = q.shape
+    inv_mass = torch.ones(B, D, dtype=q.dtype)
+    step, calls = find_step_size(
+        density, q, logp, grad, inv_mass, torch.ones(B, dtype=q.dtype), gen
     )
+    bar = _progress(warmup + num_samples, progress, "nuts")
+    draws, stats, c, step = nuts_sample(
+        density, q, logp, grad, step, inv_mass, gen, num_samples, max_tree_depth, bar,
+        warmup=warmup, target_accept=target_accept,
+    )  # fmt: skip
+    bar.close()
+    stats["step_size"] = step[:, None].expand(B, num_samples)
+    return Samples(draws, stats, (1 + calls + c) * B, {"step_size": step.tolist()})
 
 
 def hmc(
@@ -711,12 +801,10 @@ def _adapted_chain(
     progress: bool,
     desc: str,
     transition: Callable[..., tuple],
-    sample: Callable[..., tuple[torch.Tensor, dict[str, torch.Tensor], int]] | None = None,
 ) -> Samples:
     """Warmup (Stan's: dual averaging of each chain's step size, its diagonal mass matrix from
     the draws of each slow window, the step size heuristic and a restart after each) and
-    sampling, for a per-chain transition kernel; ``sample(q, logp, grad, step, inv_mass, bar)
-    -> (draws, stats, calls)``, where given, draws after warmup instead of the transition."""
+    sampling, for a per-chain transition kernel, the chains in lockstep."""
     q, logp, grad = _start(density, theta0)
     B, D = q.shape
     inv_mass = torch.ones(B, D, dtype=q.dtype)
@@ -731,7 +819,7 @@ def _adapted_chain(
     stats: dict[str, list[torch.Tensor]] = {}
     bar = _progress(warmup + num_samples, progress, desc)
     tick = getattr(density, "tick", lambda it, total: None)
-    for it in range(warmup + (num_samples if sample is None else 0)):
+    for it in range(warmup + num_samples):
         q, logp, grad, st, c = transition(q, logp, grad, step, inv_mass)
         calls += c
         tick(it, warmup + num_samples)
@@ -752,12 +840,8 @@ def _adapted_chain(
             for k, v in st.items():
                 stats.setdefault(k, []).append(v)
         bar.update(1)
-    if sample is not None:
-        draws, out, c = sample(q, logp, grad, step, inv_mass, bar)
-        calls += c
-    else:
-        out = {k: torch.stack(v, 1) for k, v in stats.items()}
     bar.close()
+    out = {k: torch.stack(v, 1) for k, v in stats.items()}
     out["step_size"] = step[:, None].expand(B, num_samples)
     return Samples(draws, out, calls * B, {"step_size": step.tolist()})
 

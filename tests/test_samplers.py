@@ -16,6 +16,7 @@ import pyro.distributions as dist
 import pytest
 import torch
 from foreign_corpus import CORPUS
+from seeding import shifted
 
 import zoo
 from inference import samplers
@@ -254,3 +255,53 @@ def test_bad_sampler_options_are_refused():
         zoo.run("beta_bernoulli", "nuts", backend="stan")
     with pytest.raises(ValueError, match="'jit' must be True, False or None"):
         zoo.run("beta_bernoulli", "chees", jit="yes")
+
+
+@needs_compiler
+def test_the_fused_compiled_asynchronous_step_takes_the_eager_steps():
+    """The asynchronous NUTS step (leaf, subtree merge, draw emission, new trees: one graph)
+    fused through the compiled density gives the eager step's draws and statistics."""
+    e = zoo.get_model("eight_schools_noncentered")
+    runs = []
+    for compile_ in (False, True):
+        density = batched_density(e.model, e.load_data(), e.structure, 3, compile=compile_)
+        gen = torch.Generator().manual_seed(5)
+        q = density.initial_points(gen)
+        logp, grad = density(q)
+        step = torch.full((3,), 0.3, dtype=q.dtype)
+        runs.append(samplers.nuts_sample(density, q, logp, grad, step, torch.ones_like(q), gen, 8))
+    (d0, s0, c0, _), (d1, s1, c1, _) = runs
+    assert c0 == c1
+    np.testing.assert_allclose(d1, d0, rtol=1e-4, atol=1e-4)
+    for k in s0:
+        np.testing.assert_allclose(s1[k].double(), s0[k].double(), rtol=1e-3, atol=1e-4)
+
+
+def test_asynchronous_nuts_wastes_no_call_and_samples_a_gaussian():
+    """Chains do not wait for each other: the density calls equal the largest per-chain count
+    of leapfrog steps (not the sum over draws of the batch's longest tree), and the draws of a
+    correlated Gaussian have its moments within Monte-Carlo error (per-chain warmup included)."""
+    cov = torch.tensor([[1.0, 0.9], [0.9, 1.0]], dtype=torch.float64)
+    prec = torch.linalg.inv(cov)
+
+    def density(q):
+        return -0.5 * ((q @ prec) * q).sum(-1), -(q @ prec)
+
+    B, n = 8, 400
+    gen = torch.Generator().manual_seed(shifted(3))
+    q = torch.randn(B, 2, generator=gen, dtype=torch.float64) * 3
+    logp, grad = density(q)
+    step = torch.full((B,), 0.2, dtype=torch.float64)
+    draws, stats, calls, _ = samplers.nuts_sample(
+        density, q, logp, grad, step, torch.ones(B, 2, dtype=torch.float64), gen, n
+    )
+    steps = stats["n_steps"].sum(1)
+    assert calls == int(steps.max())  # no warmup: every call advances the slowest chain
+    assert calls < 0.8 * stats["n_steps"].max(0).values.sum()  # lockstep would make more
+    samples = samplers.nuts(density, q, num_samples=n, warmup=300, gen=gen)
+    x = samples.theta.reshape(-1, 2).numpy()
+    ess = len(x) / 4  # conservative: NUTS on this target gives about one draw in two
+    assert np.all(np.abs(x.mean(0)) < 5 / np.sqrt(ess))
+    c = np.cov(x.T)  # sd of a sample covariance: sqrt((s12^2 + s11 s22) / n), variance sqrt(2/n)
+    assert abs(c[0, 1] - 0.9) < 5 * np.sqrt(1.81 / ess)
+    assert np.all(np.abs(np.diag(c) - 1) < 5 * np.sqrt(2 / ess))
