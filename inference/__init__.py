@@ -1,6 +1,7 @@
 """Shared inference engines. They know nothing about particular models: each takes a model, its
 data and options, and returns a :class:`Run`."""
 
+from .amortised import network, pointwise_log_weights
 from .context import EngineContext
 from .engines import (
     GENERIC_ENGINES,
@@ -46,6 +47,8 @@ __all__ = [
     "exact_spec",
     "gauss_legendre",
     "inspect_model",
+    "network",
+    "pointwise_log_weights",
     "reference_spec",
     "truth_from_distributions",
     "variant_spec",

@@ -11,7 +11,9 @@ from .structure import ModelStructure
 
 @dataclass(frozen=True)
 class EngineContext:
-    """A model, its own guide (or None), the validated data and the model's structure."""
+    """A model, its own guide (or None), the validated data and the model's structure; ``evaluate``
+    is the model's own scoring of a fitted guide (``evaluate(**data) -> {name: number}``, with
+    the fitted parameters in Pyro's param store), or None."""
 
     name: str
     model: Callable[..., Any]
@@ -20,3 +22,4 @@ class EngineContext:
     structure: ModelStructure
     seed: int = 0
     progress: bool = False
+    evaluate: Callable[..., Mapping[str, Any]] | None = None

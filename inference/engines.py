@@ -41,6 +41,7 @@ POSITIVE_INTS = {
     "max_steps",
     "fit_steps",
     "starts",
+    "subsample_size",
 }
 NONNEGATIVE_INTS = {"warmup"}
 POSITIVE_FLOATS = {"lr", "tol", "trajectory_length", "target_accept"}

@@ -14,6 +14,8 @@ from pyro.infer import SVI, TraceEnum_ELBO
 from pyro.infer import autoguide as ag
 from pyro.infer import util as infer_util
 from pyro.optim import ClippedAdam
+from pyro.poutine.messenger import Messenger
+from pyro.poutine.subsample_messenger import _Subsample
 from tqdm.auto import tqdm
 
 from .context import EngineContext
@@ -52,6 +54,24 @@ def site_shape_checks(enabled: bool) -> Iterator[None]:
         infer_util.enable_validation(before)
 
 
+class Subsample(Messenger):
+    """Minibatches: every ``pyro.plate`` of more than ``size`` elements that does not subsample
+    itself is entered with ``size`` of its indices, drawn anew (without replacement) each time,
+    and Pyro scales the log densities inside it by size / ``size``. A model and guide that index
+    their data by the plate's indices (``with pyro.plate("data", N) as idx: ... x[idx]``) see a
+    minibatch under this handler and all the data without it."""
+
+    def __init__(self, size: int) -> None:
+        super().__init__()
+        self.size = size
+
+    def _pyro_sample(self, msg: Any) -> None:
+        fn = msg["fn"]
+        if isinstance(fn, _Subsample) and msg["value"] is None and fn.subsample_size is None:
+            if fn.size > self.size:
+                msg["value"] = torch.randperm(fn.size)[: self.size]
+
+
 def fit(
     model: Callable[..., Any],
     guide: Callable[..., Any],
@@ -63,13 +83,18 @@ def fit(
     progress: bool,
     desc: str,
     check_shapes: bool = True,
+    subsample_size: int | None = None,
 ) -> list[float]:
     """Run Adam on -ELBO (lr decays tenfold over the run) and return the ELBO trace.
 
     ``check_shapes=False`` skips Pyro's check that every batch dim of a site is declared by a
     plate: an ELBO without enumeration sums each site's log density whole, so a model written
-    with undeclared batch dims (as NUTS accepts them) is still fitted right."""
+    with undeclared batch dims (as NUTS accepts them) is still fitted right. ``subsample_size``:
+    each step sees minibatches of the model's larger plates (:class:`Subsample`), so a step's
+    cost does not grow with the data; each step's ELBO is then an unbiased estimate."""
     pyro.clear_param_store()
+    if subsample_size is not None:
+        model, guide = Subsample(subsample_size)(model), Subsample(subsample_size)(guide)
     optim = ClippedAdam({"lr": lr, "lrd": 0.1 ** (1.0 / num_steps)})
     svi = SVI(model, guide, optim, loss=elbo)
     trace: list[float] = []

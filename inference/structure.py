@@ -24,6 +24,9 @@ class ModelStructure:
     latents with infinite support (Poisson, ...), which no generic engine handles.
     ``deterministic`` are ``pyro.deterministic`` sites: functions of the latents, reported in the
     posterior, never treated as observations. ``factors`` are ``pyro.factor`` sites.
+    ``subsampled`` names the plates that draw a subsample of their data points each time the
+    model runs (``pyro.plate(name, N, subsample_size=B)``: minibatches); the shapes of the sites
+    inside them are those of one subsample.
     """
 
     continuous: tuple[str, ...]
@@ -34,6 +37,7 @@ class ModelStructure:
     shapes: Mapping[str, tuple[int, ...]]
     deterministic: tuple[str, ...] = ()
     factors: tuple[str, ...] = ()
+    subsampled: tuple[str, ...] = ()
 
     @property
     def latent(self) -> tuple[str, ...]:
@@ -116,4 +120,17 @@ def inspect_model(model: Callable[..., Any], data: Mapping[str, Any]) -> ModelSt
         shapes,
         tuple(determ),
         tuple(factors),
+        tuple(subsampled(trace)),
     )
+
+
+def subsampled(trace: poutine.Trace) -> dict[str, tuple[int, int]]:
+    """The plates of a trace that drew a subsample smaller than their size: name -> (size,
+    subsample size)."""
+    out = {}
+    for name, site in trace.nodes.items():
+        if site["type"] == "sample" and site_is_subsample(site):
+            size, sub = int(site["fn"].size), int(site["value"].shape[0])
+            if sub < size:
+                out[name] = (size, sub)
+    return out

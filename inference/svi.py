@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import copy
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from numbers import Real
 from typing import Any
 
 import numpy as np
@@ -16,7 +18,6 @@ from pyro.infer import (
     JitTraceEnum_ELBO,
     JitTraceGraph_ELBO,
     JitTraceMeanField_ELBO,
-    RenyiELBO,
     Trace_ELBO,
     TraceEnum_ELBO,
     TraceGraph_ELBO,
@@ -25,7 +26,8 @@ from pyro.infer import (
 from scipy.special import logsumexp
 
 from .advi import FAMILIES, advi
-from .arviz_io import make_run, psis_pareto_k
+from .amortised import SubsampledRenyiELBO, first_subsample, pointwise_log_weights
+from .arviz_io import make_run, psis_pareto_k, psis_pareto_k_each
 from .context import EngineContext
 from .density import BatchedDensity, DensityWarning, batched_density, has_compiler
 from .discrete import enumerated
@@ -35,6 +37,7 @@ from .optim import AUTOGUIDES, autoguide, fit
 from .posterior import complete
 from .replay import guide_draws
 from .results import Evidence, Run, ZooError, one_line
+from .structure import subsampled, trace_model
 
 ELBOS = ("trace", "meanfield", "enum", "graph", "iwae", "renyi")
 GUIDES = ("model", *AUTOGUIDES)
@@ -43,10 +46,17 @@ BATCHED_ELBOS = (None, "trace", "meanfield", "enum")
 
 
 def make_elbo(
-    name: str, *, num_particles: int, max_plate_nesting: int, jit: bool = False
+    name: str,
+    *,
+    num_particles: int,
+    max_plate_nesting: int,
+    jit: bool = False,
+    minibatches: bool = False,
 ) -> pyro.infer.ELBO:
     """ELBO by name: ``iwae`` is the importance-weighted bound (Rényi alpha=0), ``renyi`` has
-    alpha=0.5."""
+    alpha=0.5, both right under data subsampling (:class:`SubsampledRenyiELBO`); with
+    ``minibatches`` (the data subsampled) their particles are vectorised, so that they share
+    one minibatch."""
     kw = dict(num_particles=num_particles, max_plate_nesting=max_plate_nesting)
     jit_kw = dict(kw, ignore_jit_warnings=True)
     if name == "trace":
@@ -60,7 +70,8 @@ def make_elbo(
     if name in ("iwae", "renyi"):
         if num_particles < 2:
             raise ZooError(f"elbo={name!r} needs num_particles >= 2 (got {num_particles})")
-        return RenyiELBO(alpha=0.0 if name == "iwae" else 0.5, **kw)
+        alpha = 0.0 if name == "iwae" else 0.5
+        return SubsampledRenyiELBO(alpha=alpha, vectorize_particles=minibatches, **kw)
     raise ZooError(f"unknown elbo {name!r}; choose one of {list(ELBOS)}")
 
 
@@ -111,11 +122,18 @@ def fit_guide(
     lr: float,
     num_particles: int = 1,
     jit: bool = False,
+    subsample_size: int | None = None,
 ) -> FittedGuide:
     """Fit the model's own guide or an autoguide; discrete sites the guide does not sample are
-    enumerated in the model (``elbo="enum"``, the default then)."""
+    enumerated in the model (``elbo="enum"``, the default then). ``subsample_size``: minibatches
+    of the plates (:class:`~inference.optim.Subsample`), for the model's own guide only."""
     s = ctx.structure
     guide_name = guide or ("model" if ctx.guide is not None else "normal")
+    if subsample_size is not None and guide_name != "model":
+        raise ZooError(
+            "subsample_size needs the model's own guide (guide='model'), written to index its "
+            "data by the plate's indices"
+        )
     if guide_name == "flow" and jit:
         raise ZooError(
             "jit=True does not work with guide='flow' (Pyro's JIT cannot trace the "
@@ -135,7 +153,11 @@ def fit_guide(
         )
     model = enumerated(ctx.model) if enum_sites else ctx.model
     loss = make_elbo(
-        elbo_name, num_particles=num_particles, max_plate_nesting=s.max_plate_nesting, jit=jit
+        elbo_name,
+        num_particles=num_particles,
+        max_plate_nesting=s.max_plate_nesting,
+        jit=jit,
+        minibatches=subsample_size is not None or bool(s.subsampled),
     )
     trace = fit(
         model,
@@ -147,6 +169,7 @@ def fit_guide(
         progress=ctx.progress,
         desc=f"{ctx.name} svi[{guide_name},{elbo_name}]",
         check_shapes=elbo_name == "enum",
+        subsample_size=subsample_size,
     )
     drawn = tuple(n for n in s.latent if n in sampled)
     return FittedGuide(q, guide_name, elbo_name, trace, drawn, enum_sites)
@@ -180,6 +203,8 @@ def batched_backend(ctx: EngineContext, guide: str | None, elbo: str | None) -> 
         )
     if not ctx.structure.continuous:
         return "the model has no continuous latent sites"
+    if ctx.structure.subsampled:
+        return f"the model subsamples its data (plates {list(ctx.structure.subsampled)})"
     return None
 
 
@@ -194,6 +219,7 @@ def svi_engine(
     num_samples: int = 1000,
     jit: bool | None = None,
     backend: str | None = None,
+    subsample_size: int | None = None,
 ) -> Run:
     """Fit a guide by SVI, then draw ``num_samples`` from it as a one-chain posterior.
 
@@ -208,8 +234,22 @@ def svi_engine(
     default then) and recovered afterwards from their exact conditional posterior given each guide
     draw. Importance weights p(y, z)/q(z) of the draws give Pareto k-hat and an evidence estimate;
     the run's evidence is the ELBO averaged over those draws (a lower bound).
+
+    ``subsample_size``: each step fits minibatches of the model's plates of more elements (the
+    model's own guide, Pyro's SVI); the draws afterwards are of all the data. A model that
+    subsamples its own data (``pyro.plate(name, N, subsample_size=B)``, an amortised model: its
+    sites shaped by one minibatch) is fitted on its minibatches, and its draws afterwards are of
+    its first minibatch (the first B data points; the posterior group grows with B, not N); its
+    evidence, importance estimate and Pareto k-hat come from ``num_samples`` draws of the guide
+    for each of the N data points (:func:`pointwise_evidence`). After a fit by
+    Pyro, the model's own scores of it (``evaluate``, see ``ModelEntry.evaluate``) join the
+    diagnostics (numbers and words; image grids and other arrays join the extras), and
+    ``extras["param_state"]`` holds the fitted parameters (Pyro's
+    ``ParamStoreDict.get_state()``; ``set_state`` restores them).
     """
     why_not = batched_backend(ctx, guide, elbo)
+    if why_not is None and subsample_size is not None:
+        why_not = "subsample_size is fitted by Pyro's SVI"
     if backend == "zoo" and why_not:
         raise ZooError(f"backend='zoo' does not apply: {why_not}; use backend='pyro'")
     if backend != "pyro" and why_not is None:
@@ -247,10 +287,18 @@ def svi_engine(
         lr=lr,
         num_particles=num_particles,
         jit=bool(jit),
+        subsample_size=subsample_size,
     )
+    param_state = copy.deepcopy(pyro.get_param_store().get_state())
+    scores = dict(ctx.evaluate(**ctx.data)) if ctx.evaluate is not None else {}
+    # numbers and words join the diagnostics; the rest (image grids, arrays) the extras
+    shown = {k: v for k, v in scores.items() if v is None or isinstance(v, str | Real)}
+    drawn, q, pointwise = ctx, fitted.guide, None
+    if ctx.structure.subsampled:  # the model draws its own minibatches (an amortised model)
+        drawn, q, pointwise = _amortised(ctx, fitted.guide, num_samples)
     values, log_w = weighted_draws(
-        ctx,
-        fitted.guide,
+        drawn,
+        q,
         fitted.sampled,
         fitted.enumerated,
         num_samples,
@@ -262,9 +310,11 @@ def svi_engine(
         "elbo_kind": fitted.elbo,
         "backend": "pyro",
         "jit": bool(jit),
+        **({"subsample_size": subsample_size} if subsample_size is not None else {}),
+        **shown,
     }
-    return _svi_run(
-        ctx,
+    run = _svi_run(
+        drawn,
         posterior,
         log_w,
         fitted.trace,
@@ -272,7 +322,50 @@ def svi_engine(
         point=fitted.name == "delta",
         diagnostics=diagnostics,
         num_steps=num_steps,
+        pointwise=pointwise,
     )
+    rest = {k: v for k, v in scores.items() if k not in shown}
+    return replace(run, extras={**run.extras, **rest, "param_state": param_state})
+
+
+def _amortised(
+    ctx: EngineContext, guide: Callable[..., Any], num_samples: int
+) -> tuple[EngineContext, Callable[..., Any], np.ndarray]:
+    """For a model that subsamples its own data (``pyro.plate(name, N, subsample_size=B)``,
+    its sites shaped by one minibatch): the context and guide with every such plate fixed to
+    its first B data points, whose latents the run's draws hold (so the posterior group grows
+    with the minibatch, not the data); and ``num_samples`` importance weights per data point
+    over all the data, (K, N), which give the run's evidence (:func:`pointwise_evidence`)."""
+    plates = subsampled(trace_model(ctx.model, ctx.data))
+    first = replace(
+        ctx, model=first_subsample(ctx.model, plates), guide=first_subsample(guide, plates)
+    )
+    nesting = ctx.structure.max_plate_nesting
+    lw = pointwise_log_weights(ctx.model, guide, ctx.data, num_samples, max_plate_nesting=nesting)
+    return first, first.guide, lw
+
+
+def pointwise_evidence(lw: np.ndarray) -> tuple[Evidence | None, dict[str, Any]]:
+    """The evidence of per-datapoint importance weights ``lw`` (K draws, N data points): the
+    ELBO sum_i mean_k log w_ik (a lower bound on log p(y)); the importance estimate sum_i log
+    mean_k w_ik; Pareto k-hat per data point (``pareto_k`` the median, the typical data point's;
+    the largest, and the share above 0.7)."""
+    finite = np.isfinite(lw).all(0)
+    if not finite.any():
+        return None, {"pareto_k": float("nan"), "is_log_evidence": float("nan")}
+    ok = lw[:, finite]
+    k = psis_pareto_k_each(ok.T)
+    K = ok.shape[0]
+    diagnostics = {
+        "pareto_k": float(np.median(k)),
+        "pareto_k_max": float(np.max(k)),
+        "pareto_k_share_above_0_7": float(np.mean(k > 0.7)),
+        "is_log_evidence": float((logsumexp(ok, axis=0) - np.log(K)).sum()),
+        "importance_draws_per_point": K,
+    }
+    if not finite.all():
+        diagnostics["nonfinite_points"] = int((~finite).sum())
+    return Evidence(float(ok.mean(0).sum()), "lower_bound"), diagnostics
 
 
 def _batched_svi(
@@ -339,19 +432,28 @@ def _svi_run(
     point: bool,
     diagnostics: dict[str, Any],
     num_steps: int,
+    pointwise: np.ndarray | None = None,
 ) -> Run:
-    """The Run of a fitted guide: its draws completed, its ELBO trace, importance diagnostics."""
+    """The Run of a fitted guide: its draws completed, its ELBO trace, importance diagnostics
+    (from the per-datapoint weights ``pointwise`` of an amortised model where given)."""
     finite = np.isfinite(log_w)
     posterior, log_lik, omitted = complete(ctx, posterior, recover=recover)
     finite_trace = [x for x in trace[-min(100, len(trace)) :] if np.isfinite(x)]
+    if pointwise is not None:
+        evidence, weights = pointwise_evidence(pointwise)
+    else:
+        evidence = Evidence(float(np.mean(log_w[finite])), "lower_bound") if finite.any() else None
+        weights = {
+            "pareto_k": psis_pareto_k(log_w[finite]) if finite.sum() > 10 else float("nan"),
+            "is_log_evidence": float(logsumexp(log_w[finite]) - np.log(finite.sum()))
+            if finite.any()
+            else float("nan"),
+        }
     diagnostics = {
         **diagnostics,
         "num_steps": num_steps,
         "final_elbo": float(np.mean(finite_trace)) if finite_trace else float("nan"),
-        "pareto_k": psis_pareto_k(log_w[finite]) if finite.sum() > 10 else float("nan"),
-        "is_log_evidence": float(logsumexp(log_w[finite]) - np.log(finite.sum()))
-        if finite.any()
-        else float("nan"),
+        **weights,
     }
     if omitted:
         diagnostics["omitted"] = omitted
@@ -361,7 +463,7 @@ def _svi_run(
         kind="point" if point else "draws",
         log_likelihood=log_lik,
         observed_data=ctx.data,
-        evidence=Evidence(float(np.mean(log_w[finite])), "lower_bound") if finite.any() else None,
+        evidence=evidence,
         traces={"elbo": trace},
         diagnostics=diagnostics,
     )

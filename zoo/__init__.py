@@ -32,6 +32,8 @@ _PUBLIC = {
     "ZooError": "inference",
     "gauss_legendre": "inference",
     "in_float64": "inference",
+    "network": "inference",
+    "pointwise_log_weights": "inference",
     "compare": "zoo.api",
     "run": "zoo.api",
     "ModelEntry": "zoo.registry",
@@ -59,6 +61,8 @@ __all__ = [
     "in_float64",
     "isolated",
     "list_models",
+    "network",
+    "pointwise_log_weights",
     "register",
     "report",
     "run",
@@ -77,6 +81,8 @@ if TYPE_CHECKING:
         ZooError,
         gauss_legendre,
         in_float64,
+        network,
+        pointwise_log_weights,
     )
     from zoo.api import compare, run
     from zoo.registry import (

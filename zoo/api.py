@@ -84,7 +84,14 @@ def execute(p: Prepared) -> Run:
         try:
             structure = entry.structure if p.default_data else inspect_model(entry.model, p.data)
             ctx = EngineContext(
-                entry.name, entry.model, entry.guide, p.data, structure, p.seed, p.progress
+                entry.name,
+                entry.model,
+                entry.guide,
+                p.data,
+                structure,
+                p.seed,
+                p.progress,
+                entry.evaluate_fn,
             )
             result = spec.fn(ctx, **p.options)
         except ZooError:

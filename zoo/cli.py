@@ -97,6 +97,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_info(args: argparse.Namespace) -> int:
     import zoo
+    from inference import GENERIC_ENGINES
 
     entry = zoo.get_model(args.name)
     print(f"{entry.name}  (seed {entry.seed_ref or '-'})\n")
@@ -114,9 +115,17 @@ def cmd_info(args: argparse.Namespace) -> int:
     print("engines and their options (defaults):")
     for eng in entry.engines:
         spec = entry.engine_spec(eng)
-        opts = {**spec.defaults, **entry.engine_options.get(eng, {})}
+        opts = {**spec.defaults, **entry.registered_options(eng)}
         shown = ", ".join(f"{k}={v!r}" for k, v in opts.items())
         print(f"  {eng:<10} {spec.summary}\n             {shown or '(no options)'}")
+    why_not: dict[str, list[str]] = {}  # reason -> the generic engines it rules out
+    for eng in GENERIC_ENGINES:
+        if eng not in entry.engines:
+            why_not.setdefault(str(entry.why_not(eng)), []).append(eng)
+    if why_not:
+        print("generic engines that do not apply:")
+        for reason, engines in why_not.items():
+            print(f"  {', '.join(engines)}: {reason}")
     truth = entry.ground_truth(data)
     print(f"ground truth: {truth.source if truth else 'none (long NUTS is the reference)'}")
     return 0

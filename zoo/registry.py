@@ -63,6 +63,7 @@ class ModelEntry:
         @beta_bernoulli.posterior          # closed form: ground truth and the `exact` engine
         @three_coin.truth                  # ground truth only (quadrature, brute force)
         @three_coin.reference("em")        # a reference algorithm, returning plain data
+        @discrete_vae.evaluate             # scores of a fitted guide, after an svi fit
 
     Each of these companions names only the model parameters it uses; the entry stores it bound
     to the model (:class:`~zoo.companions.Companion`), so it is called with the full data.
@@ -76,6 +77,7 @@ class ModelEntry:
     posterior_fn: Callable[..., Any] | None = None
     references: dict[str, Callable[..., Any]] = field(default_factory=dict)
     synthetic_fn: Callable[[int], tuple[dict[str, Any], dict[str, Any]]] | None = None
+    evaluate_fn: Callable[..., Mapping[str, Any]] | None = None
     generic_engines: tuple[str, ...] | None = None
     params: tuple[str, ...] | None = None
     engine_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
@@ -83,6 +85,7 @@ class ModelEntry:
         default_factory=dict
     )
     figures: Mapping[str, Any] = field(default_factory=dict)
+    not_applicable: Mapping[str, str] = field(default_factory=dict)
     seed_ref: str = ""
     doc: str = ""
     _structure: ModelStructure | None = field(default=None, repr=False)
@@ -103,6 +106,8 @@ class ModelEntry:
             self.ground_truth_fn = self._bind("truth", self.ground_truth_fn)
         if self.posterior_fn is not None:
             self.posterior_fn = self._bind("posterior", self.posterior_fn)
+        if self.evaluate_fn is not None:
+            self.evaluate_fn = self._bind("evaluation", self.evaluate_fn)
         self.references = {
             k: self._bind(f"reference engine {k!r}", f, options=True)
             for k, f in self.references.items()
@@ -155,6 +160,14 @@ class ModelEntry:
         """Decorator: a synthetic generator ``fn(seed) -> (data, true_values)``: data drawn with
         known true parameters (default: the model's own prior predictive)."""
         self.synthetic_fn = _callable("synthetic", fn)
+        return fn
+
+    def evaluate(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        """Decorator: the model's own scores of a fitted guide, ``fn(<parameters it names>) ->
+        {name: number}``, run by the ``svi`` engine after the fit with the fitted parameters in
+        Pyro's param store (held-out scores, gradient studies); they join the run's
+        diagnostics."""
+        self.evaluate_fn = self._bind("evaluation", fn)
         return fn
 
     def reference(self, engine: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -263,8 +276,21 @@ class ModelEntry:
             and self.generic_engines is not None
             and engine not in self.generic_engines
         ):
-            return "it is not among the engines the model registered"
+            stated = self.not_applicable
+            return (
+                stated.get(engine)
+                or stated.get("*")
+                or "it is not among the engines the model registered"
+            )
         return reason
+
+    def why_not(self, engine: str) -> str | None:
+        """None if the generic engine ``engine`` applies to this model, else why not: what the
+        model's structure rules out, else the reason the model registered
+        (``register(..., not_applicable=...)``) for leaving it out of ``engines``."""
+        if engine not in GENERIC_ENGINES:
+            raise ZooError(f"{engine!r} is not a generic engine ({', '.join(GENERIC_ENGINES)})")
+        return self._generic_reason(engine)
 
     @property
     def engines(self) -> tuple[str, ...]:
@@ -344,6 +370,7 @@ def register(
     engine_options: Mapping[str, Mapping[str, Any]] | None = None,
     variants: Mapping[str, tuple[Any, ...]] | None = None,
     figures: Mapping[str, Any] | None = None,
+    not_applicable: str | Mapping[str, str] | None = None,
     seed_ref: str = "",
     doc: str | None = None,
     replace: bool = False,
@@ -372,7 +399,14 @@ def register(
     ``{"clusters": {"data": "y", "assignment": "z"}}`` (the data coloured by each engine's
     posterior assignment), ``{"topics": {"topic_word": "phi", "top": 8}}`` (each topic's most
     probable words per engine) and ``{"states": {"data": "x", "prefix": "z_"}}`` (the series and
-    each engine's hidden-state probabilities per step, sites ``z_0 .. z_{T-1}``).
+    each engine's hidden-state probabilities per step, sites ``z_0 .. z_{T-1}``);
+    ``{"images": {"shape": (8, 8)}}`` (the image grids each run's ``extras["images"]`` holds:
+    reconstructions, samples); ``{"estimators": {"variance": "grad_variance", "scores":
+    {"held-out ELBO": "heldout_elbo"}, "label": "estimator"}}`` (numbers each run's diagnostics
+    hold, from the model's ``evaluate``: a gradient variance on a log scale and scores side by
+    side). ``not_applicable`` says why the generic engines that ``engines``
+    leaves out do not apply to the model: one sentence for all of them, or a dict engine ->
+    sentence (``"*"``: the others); ``zoo info`` and the error of such an engine show it.
     ``replace=True`` replaces a model of the same name (re-running a notebook cell); otherwise a
     duplicate name is an error.
     """
@@ -396,6 +430,7 @@ def register(
     for eng in references or {}:
         _check_reference_name(eng)
     checked_variants = {eng: _check_variant(eng, v) for eng, v in (variants or {}).items()}
+    reasons = _check_reasons(not_applicable, engines)
 
     def make(fn: Callable[..., Any], entry_name: str) -> ModelEntry:
         entry = ModelEntry(
@@ -415,6 +450,7 @@ def register(
             engine_options={k: dict(v) for k, v in (engine_options or {}).items()},
             variants=checked_variants,
             figures=dict(figures or {}),
+            not_applicable=reasons,
             seed_ref=seed_ref,
             doc=doc if doc is not None else (inspect.getdoc(fn) or ""),
         )
@@ -429,6 +465,31 @@ def register(
         return make(fn, name or fn.__name__)
 
     return decorator
+
+
+def _check_reasons(
+    reasons: str | Mapping[str, str] | None, engines: Sequence[str] | None
+) -> dict[str, str]:
+    """``not_applicable`` as ``{engine or "*": sentence}``; a reason for an engine the model
+    keeps, or without ``engines`` to leave any out, is an error."""
+    if reasons is None:
+        return {}
+    if isinstance(reasons, str):
+        reasons = {"*": reasons}
+    if not isinstance(reasons, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) and v.strip() for k, v in reasons.items()
+    ):
+        raise ValueError(
+            f"not_applicable must be a sentence or a dict engine -> sentence, got {reasons!r}"
+        )
+    if engines is None:
+        raise ValueError("not_applicable says why engines left out do not apply: it needs engines")
+    kept = [e for e in reasons if e != "*" and (e not in GENERIC_ENGINES or e in engines)]
+    if kept:
+        raise ValueError(
+            f"not_applicable names {kept}, which are not generic engines the model leaves out"
+        )
+    return dict(reasons)
 
 
 def _check_variant(name: str, spec: Any) -> tuple[str, dict[str, Any], dict[str, Any]]:
