@@ -619,9 +619,139 @@ def model_figures(cmp: Comparison) -> list[FigureImage]:
         ("clusters", clusters_figure),
         ("topics", topics_figure),
         ("states", states_figure),
+        ("estimators", estimators_figure),
+        ("images", images_figure),
     ):
         if asked.get(kind):
             f = draw(cmp, asked[kind])
             if f is not None:
                 figs.append(f)
     return figs
+
+
+def estimators_figure(cmp: Comparison, spec: Mapping[str, Any]) -> FigureImage | None:
+    """Gradient estimators side by side, from numbers each run's diagnostics hold (a model's own
+    scores of its fit): the variance of its gradient over repeated draws at fixed parameters
+    (``spec["variance"]``, on a log scale; 0, as exact enumeration's, is marked), and the scores
+    ``spec["scores"]`` (``{label: diagnostics key}``, e.g. train and held-out ELBO per image).
+    ``spec["label"]`` names the key that says which estimator a run used, ``spec["about"]``
+    what the variance is of (for the caption)."""
+    rows = []
+    for engine, run in cmp.runs.items():
+        d = run.diagnostics if run.ok else {}
+        var = d.get(spec.get("variance", ""))
+        if var is None and not any(d.get(k) is not None for k in spec.get("scores", {}).values()):
+            continue
+        label = d.get(spec.get("label", ""))
+        rows.append((f"{engine} ({label})" if label and label not in engine else engine, d, var))
+    if not rows:
+        return None
+    scores = dict(spec.get("scores", {}))
+    fig = Figure(figsize=(9.0, 0.9 + 0.42 * len(rows)))
+    ax_v, ax_s = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
+    y = np.arange(len(rows))
+    finite = [np.log10(v) for _, _, v in rows if isinstance(v, (int, float)) and v > 0]
+    left = min(finite) - 0.5 if finite else 0.0
+    for i, (_, _, var) in enumerate(rows):
+        if isinstance(var, (int, float)) and var > 0:
+            ax_v.barh(i, np.log10(var) - left, left=left, color="#1f77b4", height=0.6)
+            ax_v.text(np.log10(var), i, f" {np.log10(var):.1f}", va="center", fontsize=7)
+        elif var == 0:
+            ax_v.text(left, i, " 0 (exact)", va="center", fontsize=7, color="#2ca02c")
+    ax_v.set_yticks(y, [r[0] for r in rows], fontsize=8)
+    ax_v.set_xlabel("log10 gradient variance", fontsize=9)
+    ax_v.set_title("Gradient variance at fixed parameters", fontsize=10)
+    markers = ("o", "s", "^", "D")
+    for j, (name, key) in enumerate(scores.items()):
+        vals = [d.get(key) for _, d, _ in rows]
+        pts = [(v, i) for i, v in enumerate(vals) if isinstance(v, (int, float)) and np.isfinite(v)]
+        if pts:
+            ax_s.scatter(
+                *zip(*pts, strict=True),
+                marker=markers[j % len(markers)],
+                color=_PALETTE[j + 1],
+                label=name,
+                zorder=3,
+            )
+    ax_s.set_yticks(y, [""] * len(rows))
+    ax_s.set_xlabel("score per observation", fontsize=9)
+    ax_s.set_title(", ".join(scores) or "scores", fontsize=10)
+    if scores:
+        ax_s.legend(fontsize=7, frameon=False, loc="best")
+    for ax in (ax_v, ax_s):
+        ax.set_ylim(len(rows) - 0.5, -0.5)
+        ax.tick_params(labelsize=7)
+        ax.grid(axis="x", alpha=0.25)
+        ax.spines[["top", "right"]].set_visible(False)
+    fig.tight_layout()
+    caption = (
+        f"Left: the summed variance of {spec.get('about', 'the gradient estimates')} over "
+        "repeated draws at each run's fitted parameters, log10 (0: exact, nothing sampled). "
+        f"Right: {', '.join(f'{k} ({v})' for k, v in scores.items())}, each run's own scores."
+    )
+    return FigureImage("estimators", "Gradient estimators", caption, to_base64_png(fig))
+
+
+def mosaic(pixels: np.ndarray, gap: int = 1) -> np.ndarray:
+    """Images (rows, columns, H, W) tiled into one array with ``gap`` pixels of NaN between
+    them (drawn blank)."""
+    r, c, h, w = pixels.shape
+    out = np.full((r * (h + gap) - gap, c * (w + gap) - gap), np.nan)
+    for i in range(r):
+        for j in range(c):
+            out[i * (h + gap) : i * (h + gap) + h, j * (w + gap) : j * (w + gap) + w] = pixels[i, j]
+    return out
+
+
+def images_figure(cmp: Comparison, spec: Mapping[str, Any]) -> FigureImage | None:
+    """Image grids each run holds in ``extras["images"]`` (``{title: {"pixels": (rows,
+    columns, H, W) or (rows, columns, H * W) in [0, 1], "rows": [label per row]}}``: a model's
+    reconstructions and samples), one panel per grid and engine: grids by row, engines by
+    column. ``spec["shape"]``: (H, W) of flat images."""
+    shape = tuple(spec.get("shape", ()))
+    grids: dict[str, dict[str, tuple[np.ndarray, list[str]]]] = {}
+    for engine, run in cmp.runs.items():
+        held = run.extras.get("images") if run.ok else None
+        if not isinstance(held, Mapping):
+            continue
+        for title, g in held.items():
+            pixels = np.asarray(g.get("pixels"), dtype=float)
+            if pixels.ndim == 3 and len(shape) == 2:
+                pixels = pixels.reshape(*pixels.shape[:2], *shape)
+            if pixels.ndim != 4:
+                continue
+            rows = [str(x) for x in g.get("rows", [""] * pixels.shape[0])]
+            grids.setdefault(str(title), {})[engine] = (pixels, rows)
+    if not grids:
+        return None
+    engines = [e for e in cmp.runs if any(e in by for by in grids.values())]
+    heights = [max(p.shape[0] * p.shape[2] for p, _ in by.values()) for by in grids.values()]
+    widths = max(p.shape[1] * p.shape[3] for by in grids.values() for p, _ in by.values())
+    scale = 0.035  # inches per pixel
+    fig = Figure(
+        figsize=(len(engines) * (widths * scale + 1.3), sum(h * scale + 0.55 for h in heights))
+    )
+    axes = fig.subplots(len(grids), len(engines), squeeze=False, height_ratios=heights)
+    for i, (title, by) in enumerate(grids.items()):
+        for j, engine in enumerate(engines):
+            ax = axes[i][j]
+            ax.set_xticks([])
+            ax.set_yticks([])
+            for side in ("top", "right", "bottom", "left"):
+                ax.spines[side].set_visible(False)
+            if engine not in by:
+                continue
+            pixels, rows = by[engine]
+            ax.imshow(mosaic(pixels), cmap="gray_r", vmin=0.0, vmax=1.0, interpolation="nearest")
+            h = pixels.shape[2] + 1
+            ax.set_yticks([k * h + (h - 1) / 2 for k in range(len(rows))], rows, fontsize=6)
+            ax.tick_params(length=0)
+            ax.set_title(f"{engine}: {title}", fontsize=8)
+    fig.tight_layout()
+    caption = (
+        "Each engine's image grids after its fit: "
+        + "; ".join(grids)
+        + " (pixel intensity from white 0 to black 1; reconstructions and samples show the "
+        "decoder's mean image)."
+    )
+    return FigureImage("images", "Images: reconstructions and samples", caption, to_base64_png(fig))

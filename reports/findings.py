@@ -28,6 +28,16 @@ POINT_SD = 1e-12  # an sd at or below this is a point estimate
 # within noise says little: the finding says the draws are too few to judge instead
 MIN_JUDGE_ESS = 100.0
 LEVELS = ("good", "info", "warn", "bad")
+# Numbers a model's own evaluation of a fit gives (``ModelEntry.evaluate``: diagnostics) or a
+# peer reports (a reference engine's ``extras``): key -> label, per item (image, document, ...)
+MODEL_SCORES = {
+    "heldout_log_lik": "held-out log-likelihood",
+    "heldout_elbo": "held-out ELBO",
+    "train_log_lik": "training log-likelihood",
+    "train_elbo": "training ELBO",
+    "cluster_accuracy": "clustering accuracy",
+    "heldout_cluster_accuracy": "held-out clustering accuracy",
+}
 
 
 @dataclass(frozen=True)
@@ -35,7 +45,9 @@ class Finding:
     """One sentence about one engine (``engine`` None: about the model)."""
 
     engine: str | None
-    topic: str  # failed | unreliable | accuracy | point | evidence | mcmc | svi | reference
+    # failed | unreliable | accuracy | point | evidence | mcmc | svi | reference | held-out
+    # | clustering
+    topic: str
     level: str  # good | info | warn | bad
     text: str
 
@@ -197,7 +209,85 @@ def findings(
         if run is not None:
             out += _evidence(engine, run, truth)
             out += _sampler(engine, run)
+    return out + _held_out(runs) + _clustering(runs)
+
+
+def model_scores(run: Run) -> dict[str, float]:
+    """The :data:`MODEL_SCORES` a run holds (its diagnostics, else its extras), finite ones."""
+    if not run.ok:
+        return {}
+    out = {}
+    for key in MODEL_SCORES:
+        value = run.diagnostics.get(key, run.extras.get(key))
+        if _finite(value) and not isinstance(value, bool):
+            out[key] = float(value)
+            se = run.diagnostics.get(f"{key}_se")
+            if _finite(se):
+                out[f"{key}_se"] = float(se)
     return out
+
+
+def _held_out(runs: Mapping[str, Run]) -> list[Finding]:
+    """Each engine's held-out log-likelihood against its held-out ELBO, and which engine's is
+    highest (only differences beyond 3 standard errors are called differences)."""
+    scores = {e: model_scores(r) for e, r in runs.items()}
+    scores = {e: s for e, s in scores.items() if "heldout_log_lik" in s}
+    out = []
+    for engine, s in scores.items():
+        ll, se = s["heldout_log_lik"], s.get("heldout_log_lik_se")
+        k = runs[engine].diagnostics.get("heldout_particles")
+        text = f"{engine}: held-out log-likelihood {_signed(ll, 2)} per item"
+        if se is not None:
+            text += f" ± {se:.2f}"
+        if _finite(k):
+            text += f" (importance sampling, {int(k)} draws of the guide per item)"
+        if "heldout_elbo" in s:
+            gap = ll - s["heldout_elbo"]
+            text += (
+                f", {gap:.2f} above its held-out ELBO {_signed(s['heldout_elbo'], 2)}: the "
+                "bound's gap, the KL from the guide to the exact posterior, on average"
+            )
+        out.append(Finding(engine, "held-out", "info", text + "."))
+    if len(scores) > 1:
+        ranked = sorted(scores, key=lambda e: -scores[e]["heldout_log_lik"])
+        best, runner = ranked[0], ranked[1]
+        b, r = scores[best], scores[runner]
+        margin = b["heldout_log_lik"] - r["heldout_log_lik"]
+        noise = NOISE_Z * math.hypot(b.get("heldout_log_lik_se", 0), r.get("heldout_log_lik_se", 0))
+        others = ", ".join(f"{e} {_signed(scores[e]['heldout_log_lik'], 2)}" for e in ranked[1:])
+        if margin > noise:
+            text = (
+                f"{best} has the highest held-out log-likelihood, "
+                f"{_signed(b['heldout_log_lik'], 2)} per item ({others})."
+            )
+        else:
+            text = (
+                f"The held-out log-likelihoods of {best} and {runner} agree within their "
+                f"Monte-Carlo error ({_signed(b['heldout_log_lik'], 2)}; {others})."
+            )
+        out.append(Finding(None, "held-out", "info", text))
+    return out
+
+
+def _clustering(runs: Mapping[str, Run]) -> list[Finding]:
+    """Clustering accuracy against the labels, engine by engine, best first."""
+    scores = {e: model_scores(r) for e, r in runs.items()}
+    scores = {e: s for e, s in scores.items() if "cluster_accuracy" in s}
+    if not scores:
+        return []
+    ranked = sorted(scores, key=lambda e: -scores[e]["cluster_accuracy"])
+    parts = []
+    for e in ranked:
+        s = scores[e]
+        part = f"{e} {s['cluster_accuracy']:.3f}"
+        if "heldout_cluster_accuracy" in s:
+            part += f" (held-out {s['heldout_cluster_accuracy']:.3f})"
+        parts.append(part)
+    text = (
+        "Clustering accuracy against the labels (clusters matched one-to-one to labels by the "
+        "Hungarian method), best first: " + "; ".join(parts) + "."
+    )
+    return [Finding(None, "clustering", "info", text)]
 
 
 def _with_reference(table: pd.DataFrame, ref: str) -> pd.DataFrame:
@@ -430,6 +520,13 @@ def _sampler(engine: str, run: Run) -> list[Finding]:
         else:
             level, what = "warn", f"{q} misses part of the posterior (weights unreliable)"
         text = f"{engine}: Pareto k\u0302 {_signed(k, 2)} \u2014 {what}."
+        share = d.get("pareto_k_share_above_0_7")
+        if _finite(share):  # an amortised guide: one k-hat per data point, k is their median
+            text = (
+                f"{engine}: Pareto k\u0302 per data point, median {_signed(k, 2)} "
+                f"({float(share):.0%} above 0.7, largest {float(d['pareto_k_max']):.2f}): "
+                f"for a typical data point, {what}."
+            )
         topic = "svi" if proposal is None else "importance"
         out.append(Finding(engine, topic, level, text))
     return out

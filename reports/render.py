@@ -25,10 +25,12 @@ from inference.serialize import dumps, frame_records, run_record
 
 from .figures import FigureImage, model_figures
 from .findings import (
+    MODEL_SCORES,
     Finding,
     accuracy_level,
     explain_failure,
     findings,
+    model_scores,
     row_site,
     table_engines,
     worst_error,
@@ -245,6 +247,7 @@ def run_row(
         "accuracy": accuracy_level(found, engine),
         "explanation": None if run.ok else explain_failure(run.error),
         "options": ", ".join(f"{k}={v}" for k, v in sorted(run.options.items()) if v is not None),
+        "scores": model_scores(run),
     }
 
 
@@ -285,6 +288,8 @@ def model_context(
     figs: list[FigureImage] = model_figures(cmp) if figures else []
     compared = list(info.params)
     rows = posterior_rows(table)
+    run_rows = [run_row(e, r, table, has_truth, found) for e, r in cmp.runs.items()]
+    scored = {k for r in run_rows for k in r["scores"]}
     return {
         "name": info.name,
         "description": info.description,
@@ -309,7 +314,9 @@ def model_context(
             "rows": {r: {"mean": m, "sd": sd} for r, (m, sd) in truth.rows().items()},
         },
         "has_truth": has_truth,
-        "runs": [run_row(e, r, table, has_truth, found) for e, r in cmp.runs.items()],
+        "runs": run_rows,
+        # the model's own scores of each fit (held-out likelihood, clustering accuracy)
+        "score_names": [{"key": k, "label": v} for k, v in MODEL_SCORES.items() if k in scored],
         "posterior": rows[:MAX_TABLE_ROWS],
         "posterior_total": len(rows),
         "findings": [f.to_dict() for f in found],
@@ -330,6 +337,7 @@ def model_json(cmp: Comparison, ctx: Mapping[str, Any]) -> dict[str, Any]:
     for engine, run in cmp.runs.items():
         runs[engine] = {
             **run_record(run),
+            "scores": model_scores(run),
             "summary": frame_records(run.summary) if run.ok else {},
         }
     keys = ("name", "description", "seed_ref", "doc", "profile", "seed", "generated", "versions")

@@ -38,6 +38,18 @@ SLOW_CELLS = {
     ("naive_bayes", "hmc"),
     ("gaussian_mixture", "hmc"),
     ("dirichlet_bigram", "chees"),
+    # 9-16 s each on loaded cores (300 SVI steps, then held-out importance sampling): vae's svi
+    # cell stays, and test_deep runs each of these engines at a smaller size
+    ("vae", "svi_meanfield"),
+    ("vae", "svi_iwae"),
+    ("cvae", "svi"),
+    ("vade", "svi"),
+    # 6-11 s each: discrete_vae's svi (exact enumeration) cell stays; test_discrete_vae trains
+    # every estimator and checks that each improves the held-out ELBO
+    ("discrete_vae", "svi_reinforce"),
+    ("discrete_vae", "svi_baseline"),
+    ("discrete_vae", "svi_nvil"),
+    ("discrete_vae", "svi_gumbel"),
 }
 # Cells where the sampler is known not to mix at any size the suite can afford. The run must
 # still be ok and say so itself (R-hat over 1.1), which the reports turn into a finding.

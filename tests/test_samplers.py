@@ -22,10 +22,12 @@ import zoo
 from inference import samplers
 from inference.density import DensityWarning, batched_density, has_compiler
 
+# models with a fixed joint density of continuous latents (amortised models that draw their
+# own minibatches have none: their sites are those of a random 100 of the images)
 CONTINUOUS = [
     n
     for n in zoo.list_models()
-    if zoo.get_model(n).structure.continuous and not zoo.get_model(n).structure.nonenumerable
+    if (s := zoo.get_model(n).structure).continuous and not s.nonenumerable and not s.subsampled
 ]
 
 

@@ -3,6 +3,8 @@
 from . import (  # noqa: F401
     classification,
     conjugate,
+    deep,
+    discrete_vae,
     factor,
     gaussian_process,
     hierarchical,
