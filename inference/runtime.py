@@ -29,12 +29,17 @@ def seeded(seed: int) -> Iterator[None]:
 
 @contextlib.contextmanager
 def threads(n: int = 1) -> Iterator[None]:
-    """Run with ``n`` torch intra-op threads, restoring the caller's setting. On a busy machine
-    more than one thread per process makes small models several times slower."""
+    """Run with ``n`` torch intra-op threads and ``n`` BLAS / OpenMP threads (numpy's, scipy's
+    and scikit-learn's, through threadpoolctl), restoring the caller's settings. On a busy
+    machine more than one thread per process makes small models several times slower (torch),
+    and scikit-learn's GaussianMixture on the digits 45 times slower (11.4 s against 0.25 s)."""
+    from threadpoolctl import threadpool_limits  # scanning the loaded BLAS: only when run
+
     before = torch.get_num_threads()
     torch.set_num_threads(n)
     try:
-        yield
+        with threadpool_limits(n):
+            yield
     finally:
         torch.set_num_threads(before)
 

@@ -604,22 +604,18 @@ def gmm_peer(
     by the map the training images give). The estimate of the model's site c: the clusters of the
     first ``batch_size`` training images (the minibatch whose draws the svi run holds)."""
     mixture = importlib.import_module("sklearn.mixture")  # only when the peer runs
-    # one BLAS/OpenMP thread, as torch has in a run: on 2 busy cores their default two threads
-    # made a fit 45 times slower (11.4 s against 0.25 s)
-    threadpools = importlib.import_module("threadpoolctl")
     train, test = x.double().numpy(), None if x_test is None else x_test.double().numpy()
-    with threadpools.threadpool_limits(1):
-        if features is not None:
-            pca = importlib.import_module("sklearn.decomposition").PCA(n_components=features)
-            train = pca.fit_transform(train)
-            test = None if test is None else pca.transform(test)
-        gmm = mixture.GaussianMixture(
-            n_components=clusters,
-            n_init=n_init,
-            random_state=int(np.random.randint(2**31 - 1)),  # numpy's stream, seeded by the run
-        ).fit(train)
-        c = gmm.predict(train)
-        c_test = None if test is None else gmm.predict(test)
+    if features is not None:
+        pca = importlib.import_module("sklearn.decomposition").PCA(n_components=features)
+        train = pca.fit_transform(train)
+        test = None if test is None else pca.transform(test)
+    gmm = mixture.GaussianMixture(
+        n_components=clusters,
+        n_init=n_init,
+        random_state=int(np.random.randint(2**31 - 1)),  # numpy's stream, seeded by the run
+    ).fit(train)
+    c = gmm.predict(train)
+    c_test = None if test is None else gmm.predict(test)
     extras: dict[str, Any] = {"features": "pixels" if features is None else f"PCA ({features})"}
     if y is not None:
         extras["cluster_accuracy"], label_of = cluster_accuracy(c, y.numpy())
