@@ -2,9 +2,10 @@
 ``(chains, D)`` tensor and each step advances all chains at once.
 
 * :func:`nuts` — the No-U-Turn sampler (Hoffman & Gelman 2014) in its multinomial form with
-  iterative tree doubling (Betancourt 2017; as Stan and NumPyro build it), the chains in
-  lockstep: a chain whose tree has ended waits, masked, while the others finish theirs. Per-chain
-  step size by dual averaging and per-chain diagonal mass matrix by Stan's windowed warmup.
+  iterative tree doubling (Betancourt 2017; as Stan and NumPyro build it), the chains
+  asynchronous: each call of the density takes one leapfrog step in every chain's own tree, and
+  no chain waits for another's. Per-chain step size by dual averaging and per-chain diagonal
+  mass matrix by Stan's windowed warmup, each chain on its own clock.
 * :func:`chees` — ChEES-HMC (Hoffman, Radul & Sountsov 2021): all chains share one step size
   (dual averaging on the harmonic mean of the acceptance probabilities) and one trajectory
   length (Adam on the ChEES criterion), the step count jittered by a Halton sequence, and one
@@ -44,28 +45,38 @@ class Samples:
 
 class DualAveraging:
     """Nesterov dual averaging of log step size (Hoffman & Gelman 2014, §3.2.1), one per row:
-    the step size is pushed towards the one whose acceptance statistic hits ``target``."""
+    the step size is pushed towards the one whose acceptance statistic hits ``target``. Each
+    row keeps its own count, so ``rows`` (a mask) can update or restart some rows only."""
 
     def __init__(self, step: torch.Tensor, target: float) -> None:
         self.target = target
+        z = torch.zeros_like(step)
+        self.mu, self.h_bar, self.log_bar, self.t, self.log_step = z, z, z, z, z
         self.restart(step)
 
-    def restart(self, step: torch.Tensor) -> None:
-        self.mu = torch.log(10 * step)
-        self.h_bar = torch.zeros_like(step)
-        self.log_bar = torch.zeros_like(step)
-        self.t = 0
-        self.log_step = torch.log(step)
+    def restart(self, step: torch.Tensor, rows: torch.Tensor | None = None) -> None:
+        rows = torch.ones_like(step, dtype=torch.bool) if rows is None else rows
+        self.mu = torch.where(rows, torch.log(10 * step), self.mu)
+        self.h_bar = torch.where(rows, 0.0, self.h_bar)
+        self.log_bar = torch.where(rows, 0.0, self.log_bar)
+        self.t = torch.where(rows, 0.0, self.t)
+        self.log_step = torch.where(rows, torch.log(step), self.log_step)
 
-    def update(self, accept: torch.Tensor) -> torch.Tensor:
-        """One update from the acceptance statistic; returns the next step size."""
-        self.t += 1
-        eta = 1.0 / (self.t + 10.0)
+    def update(self, accept: torch.Tensor, rows: torch.Tensor | None = None) -> torch.Tensor:
+        """One update of ``rows`` (default: all) from their acceptance statistics; returns the
+        step sizes."""
+        rows = torch.ones_like(self.t, dtype=torch.bool) if rows is None else rows
+        t = self.t + 1
+        eta = 1.0 / (t + 10.0)
         accept = torch.nan_to_num(accept, nan=0.0)
-        self.h_bar = (1 - eta) * self.h_bar + eta * (self.target - accept)
-        self.log_step = self.mu - math.sqrt(self.t) / 0.05 * self.h_bar
-        w = self.t**-0.75
-        self.log_bar = w * self.log_step + (1 - w) * self.log_bar
+        h_bar = (1 - eta) * self.h_bar + eta * (self.target - accept)
+        log_step = self.mu - t.sqrt() / 0.05 * h_bar
+        w = t**-0.75
+        log_bar = w * log_step + (1 - w) * self.log_bar
+        self.t = torch.where(rows, t, self.t)
+        self.h_bar = torch.where(rows, h_bar, self.h_bar)
+        self.log_step = torch.where(rows, log_step, self.log_step)
+        self.log_bar = torch.where(rows, log_bar, self.log_bar)
         return self.log_step.exp()
 
     @property
@@ -286,121 +297,6 @@ def _checkpoint_masks(max_depth: int) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.stack(write), torch.stack(check)
 
 
-def nuts_transition(
-    density: Density,
-    q: torch.Tensor,
-    logp: torch.Tensor,
-    grad: torch.Tensor,
-    step: torch.Tensor,
-    inv_mass: torch.Tensor,
-    gen: torch.Generator,
-    max_tree_depth: int = 10,
-    leaf: Step | None = None,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict[str, torch.Tensor], int]:
-    """One NUTS iteration for every chain (multinomial sampling, biased progressive sampling
-    between subtrees, uniform within). Returns the new state, per-chain statistics and the
-    number of density calls (the longest tree's leaves)."""
-    leaf = leaf or Step(density, _nuts_leaf)
-    masks = _checkpoint_masks(max_tree_depth)
-    B, D = q.shape
-    dtype = q.dtype
-    p0 = torch.randn(B, D, generator=gen, dtype=dtype) / inv_mass.sqrt()
-    h0 = -logp + kinetic(p0, inv_mass)
-    left = [q, p0, grad, logp]
-    right = [q, p0, grad, logp]
-    prop = [q, logp, grad]
-    log_w = torch.zeros(B, dtype=dtype)
-    p_sum = p0.clone()
-    done = torch.zeros(B, dtype=torch.bool)
-    diverging = torch.zeros(B, dtype=torch.bool)
-    depth = torch.zeros(B, dtype=torch.long)
-    sum_acc = torch.zeros(B, dtype=dtype)
-    n_leaves = torch.zeros(B, dtype=dtype)
-    eps = step[:, None]
-    p_ck = torch.zeros(max_tree_depth, B, D, dtype=dtype)
-    sum_ck = torch.zeros(max_tree_depth, B, D, dtype=dtype)
-    calls = 0
-    for d in range(max_tree_depth):
-        building = ~done
-        right_way = torch.rand(B, generator=gen, dtype=dtype) < 0.5
-        rw = right_way[:, None]
-        cq, cp, cg = (
-            _where_rows(right_way, r, l) for r, l in zip(right[:3], left[:3], strict=True)
-        )
-        clp = torch.where(right_way, right[3], left[3])
-        signed = torch.where(rw, eps, -eps)
-        sub = [
-            torch.full((B,), -math.inf, dtype=dtype),  # log weight
-            torch.zeros(B, D, dtype=dtype),  # momentum sum
-            cq,
-            clp,
-            cg,  # proposal
-            torch.zeros(B, dtype=torch.bool),  # turned
-            torch.zeros(B, dtype=torch.bool),  # diverged
-        ]
-        live = building
-        for n in range(2**d):
-            write, check = (m[n][:, None].expand(-1, B).contiguous() for m in masks)
-            u = torch.rand(B, generator=gen, dtype=dtype)
-            out = leaf(
-                cq,
-                cp,
-                cg,
-                clp,
-                signed,
-                inv_mass,
-                h0,
-                *sub,
-                p_ck,
-                sum_ck,
-                sum_acc,
-                n_leaves,
-                live,
-                u,
-                write,
-                check,
-            )
-            cq, cp, cg, clp = out[:4]
-            sub = list(out[4:11])
-            p_ck, sum_ck, sum_acc, n_leaves, live = out[11:]
-            calls += 1
-            if not live.any():
-                break
-        s_logw, s_sum, sq, slp, sg, s_turn, s_div = sub
-        # merge the subtree into the tree: biased progressive sampling, never from a subtree
-        # that turned or diverged
-        accept = torch.where(
-            s_turn | s_div, 0.0, torch.clamp(torch.exp(s_logw - log_w), max=1.0)
-        ).to(dtype)
-        take = building & (torch.rand(B, generator=gen, dtype=dtype) < accept)
-        tk = take[:, None]
-        prop = [
-            torch.where(tk, sq, prop[0]),
-            torch.where(take, slp, prop[1]),
-            torch.where(tk, sg, prop[2]),
-        ]
-        edge = [cq, cp, cg, clp]
-        to_right, to_left = building & right_way, building & ~right_way
-        right = [_where_rows(to_right, n, o) for n, o in zip(edge, right, strict=True)]
-        left = [_where_rows(to_left, n, o) for n, o in zip(edge, left, strict=True)]
-        log_w = torch.where(building, torch.logaddexp(log_w, s_logw), log_w)
-        p_sum = torch.where(building[:, None], p_sum + s_sum, p_sum)
-        turning = _is_turning(left[1], right[1], p_sum, inv_mass)
-        diverging = diverging | (building & s_div)
-        depth = depth + building.long()
-        done = done | (building & (s_turn | s_div | turning))
-        if done.all():
-            break
-    stats = {
-        "accept": sum_acc / n_leaves.clamp(min=1),
-        "diverging": diverging,
-        "tree_depth": depth,
-        "n_steps": n_leaves,
-        "energy": h0,
-    }
-    return prop[0], prop[1], prop[2], stats, calls
-
-
 # The state of every chain in the asynchronous sampler (:func:`nuts_sample`): the current draw
 # (q, lp, g) and the initial energy h0; the tree's left and right edges (position, momentum,
 # gradient, log density), its proposal, log weight and momentum sum; its depth, the subtree's
@@ -530,39 +426,17 @@ def _nuts_async_step(density: Density, *args: torch.Tensor) -> tuple[torch.Tenso
 
 class PerChainAdaptation:
     """Stan's warmup for chains that reach their iterations at different times: each chain's
-    dual averaging of its step size, its mass matrix re-estimated from its own draws at the end
-    of each of Stan's windows (then the step-size heuristic and a restart), its final step size
-    the dual average's. Rows are updated only when their chain emits a warmup draw."""
+    dual averaging of its step size (:class:`DualAveraging`, updated only in the rows whose
+    chain emitted a warmup draw), its mass matrix re-estimated from its own draws at the end of
+    each of Stan's windows (then the step-size heuristic and a restart), its final step size
+    the dual average's."""
 
     def __init__(self, step: torch.Tensor, warmup: int, target: float, D: int) -> None:
-        self.step, self.warmup, self.target = step.clone(), warmup, target
+        self.da, self.warmup = DualAveraging(step, target), warmup
         self.ends = stan_windows(warmup)
         first = 0 if not self.ends else (75 if warmup >= 150 else int(0.15 * warmup))
         self.starts = dict(zip(self.ends, [first, *self.ends[:-1]], strict=True))
         self.window = torch.zeros(step.shape[0], max(warmup, 1), D, dtype=step.dtype)
-        self.restart(torch.ones_like(step, dtype=torch.bool))
-
-    def restart(self, rows: torch.Tensor) -> None:
-        z = torch.zeros_like(self.step)
-        if not hasattr(self, "mu"):
-            self.mu, self.h_bar, self.log_bar, self.t = z, z.clone(), z.clone(), z.clone()
-        self.mu = torch.where(rows, torch.log(10 * self.step), self.mu)
-        self.h_bar = torch.where(rows, 0.0, self.h_bar)
-        self.log_bar = torch.where(rows, 0.0, self.log_bar)
-        self.t = torch.where(rows, 0.0, self.t)
-
-    def update(self, rows: torch.Tensor, accept: torch.Tensor) -> None:
-        """Dual averaging (as :class:`DualAveraging`) for the chains in ``rows``."""
-        t = self.t + 1
-        eta = 1.0 / (t + 10.0)
-        h_bar = (1 - eta) * self.h_bar + eta * (self.target - torch.nan_to_num(accept, nan=0.0))
-        log_step = self.mu - t.sqrt() / 0.05 * h_bar
-        w = t**-0.75
-        log_bar = w * log_step + (1 - w) * self.log_bar
-        self.t = torch.where(rows, t, self.t)
-        self.h_bar = torch.where(rows, h_bar, self.h_bar)
-        self.log_bar = torch.where(rows, log_bar, self.log_bar)
-        self.step = torch.where(rows, log_step.exp(), self.step)
 
 
 def nuts_sample(
@@ -581,12 +455,12 @@ def nuts_sample(
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor], int, torch.Tensor]:
     """``warmup`` adapting iterations, then ``num_samples`` NUTS draws, per chain, the chains
     asynchronous: each density call takes one leapfrog step in every chain's own tree, and a
-    chain whose tree ends emits its draw and starts the next tree in the same call (the
-    lockstep form, :func:`nuts_transition`, makes every chain wait for the longest tree of the
-    batch). Warmup is Stan's, per chain (:class:`PerChainAdaptation`). Each chain follows the
-    sequential sampler; only the order of the random numbers differs. Returns the draws
-    (chains, num_samples, D), their statistics, the number of density calls (the step-size
-    heuristic's included) and the final step sizes."""
+    chain whose tree ends emits its draw and starts the next tree in the same call (in
+    lockstep, every chain would wait for the longest tree of the batch). Warmup is Stan's, per
+    chain (:class:`PerChainAdaptation`). Each chain follows the sequential sampler; only the
+    order of the random numbers differs. Returns the draws (chains, num_samples, D), their
+    statistics, the number of density calls (the step-size heuristic's included) and the final
+    step sizes."""
     B, D = q.shape
     dtype = q.dtype
     tables = _checkpoint_masks(max_tree_depth)
@@ -609,7 +483,6 @@ def nuts_sample(
 
     begin(torch.ones(B, dtype=torch.bool), inv_mass)
     adapt = PerChainAdaptation(step, warmup, target_accept, D) if warmup else None
-    step = step.clone()
     step_fn = Step(density, _nuts_async_step)
     total = warmup + num_samples
     draws = torch.empty(B, num_samples, D, dtype=dtype)
@@ -638,12 +511,13 @@ def nuts_sample(
         it = count
         warm = done & (it < warmup)
         if adapt is not None and warm.any():
-            c = _adapt_rows(adapt, warm, it, st, emitted[0], density, inv_mass, gen, begin)
-            inv_mass, calls = c[0], calls + c[1]
-            step = adapt.step.clone()
-            final = warm & (it + 1 == warmup)
-            step = torch.where(final, adapt.log_bar.exp(), step)
-            adapt.step = torch.where(final, step, adapt.step)
+            inv_mass, c = _adapt_rows(
+                adapt, warm, it, st, emitted[0], density, inv_mass, gen, begin
+            )
+            calls += c
+            final = warm & (it + 1 == warmup)  # warmup's end: the dual average's step size
+            step = torch.where(final, adapt.da.final, adapt.da.log_step.exp())
+            adapt.da.restart(step, final)  # done adapting: log_step holds the final step
         keep = done & (it >= warmup)
         if keep.any():
             rows = keep.nonzero().squeeze(1)
@@ -677,7 +551,7 @@ def _adapt_rows(
     matrix from its window, the step-size heuristic, a restart of its dual averaging and of the
     tree it began (its momentum was drawn under the old mass matrix). Returns the mass
     matrices and the density calls spent."""
-    adapt.update(rows, accept)
+    adapt.da.update(accept, rows)
     idx = rows.nonzero().squeeze(1)
     adapt.window[idx, it[idx]] = st["q"][idx]
     calls = 0
@@ -689,17 +563,12 @@ def _adapt_rows(
         window = adapt.window[r, adapt.starts[end] : end]
         inv_mass = inv_mass.clone()
         inv_mass[r] = regularised_variance(window, 1)
-        found, c = find_step_size(density, st["q"], st["lp"], st["g"], inv_mass, adapt.step, gen)
+        current = adapt.da.log_step.exp()
+        found, c = find_step_size(density, st["q"], st["lp"], st["g"], inv_mass, current, gen)
         calls += c
-        adapt.step = torch.where(at_end, found, adapt.step)
-        adapt.restart(at_end)
+        adapt.da.restart(found, at_end)
         begin(at_end, inv_mass)
     return inv_mass, calls
-
-
-def _where_rows(mask: torch.Tensor, new: torch.Tensor, old: torch.Tensor) -> torch.Tensor:
-    """``new`` in the rows (chains) where ``mask``, ``old`` elsewhere."""
-    return torch.where(mask.reshape((-1,) + (1,) * (new.dim() - 1)), new, old)
 
 
 def _start(

@@ -116,9 +116,9 @@ def test_a_graph_right_only_where_it_was_traced_is_refused_at_fresh_points():
 needs_compiler = pytest.mark.skipif(not has_compiler(), reason="no C compiler")
 
 
-def _transitions(density, step, kind, n=6):
-    """``n`` transitions of the sampler ``kind`` from one start, each from the same random state
-    as the reference's: a list of (state, statistics)."""
+def _transitions(density, step, n=6):
+    """``n`` HMC transitions from one start, each from the same random state as the
+    reference's: a list of (state, statistics)."""
     gen = torch.Generator().manual_seed(11)
     q = density.initial_points(gen)
     logp, grad = density(q)
@@ -126,32 +126,25 @@ def _transitions(density, step, kind, n=6):
     inv_mass = torch.ones_like(q)
     out = []
     for _ in range(n):
-        if kind == "nuts":
-            q, logp, grad, st, _ = samplers.nuts_transition(
-                density, q, logp, grad, eps, inv_mass, gen, 10, step
-            )
-        else:
-            q, logp, grad, st, *_ = samplers._hmc_with_proposal(
-                density, q, logp, grad, eps, inv_mass, gen, torch.full_like(eps, 7.0), 10, step
-            )
+        q, logp, grad, st, *_ = samplers._hmc_with_proposal(
+            density, q, logp, grad, eps, inv_mass, gen, torch.full_like(eps, 7.0), 10, step
+        )
         out.append((q.clone(), {k: v.clone() for k, v in st.items()}))
     return out
 
 
 @needs_compiler
-@pytest.mark.parametrize("kind", ["nuts", "hmc"])
 @pytest.mark.parametrize("name", ["eight_schools_noncentered", "three_coin"])
-def test_the_fused_compiled_step_takes_the_eager_steps(name, kind):
-    """A sampler's step fused through the compiled density (one graph: leapfrog, density,
-    multinomial sampling, U-turn checks) walks the same trajectories as the eager step: the
-    same trees, draws and statistics, transition after transition (a subtree's first leaf
-    passes one tensor as two arguments: traced naively, the graph merged them)."""
+def test_the_fused_compiled_hmc_step_takes_the_eager_steps(name):
+    """HMC's masked leapfrog step fused through the compiled density walks the same
+    trajectories as the eager step: the same draws and statistics, transition after transition
+    (NUTS's step: test_the_fused_compiled_asynchronous_step_takes_the_eager_steps)."""
     e = zoo.get_model(name)
-    fn = samplers._nuts_leaf if kind == "nuts" else samplers._masked_leapfrog
+    fn = samplers._masked_leapfrog
     eager = batched_density(e.model, e.load_data(), e.structure, 3)
     fused = batched_density(e.model, e.load_data(), e.structure, 3, compile=True)
-    want = _transitions(eager, samplers.Step(eager, fn), kind)
-    got = _transitions(fused, samplers.Step(fused, fn), kind)
+    want = _transitions(eager, samplers.Step(eager, fn))
+    got = _transitions(fused, samplers.Step(fused, fn))
     assert fused._fused[fn] is not None, fused.reasons
     for (q1, st1), (q0, st0) in zip(got, want, strict=True):
         np.testing.assert_allclose(q1, q0, rtol=1e-4, atol=1e-4)
@@ -260,10 +253,11 @@ def test_bad_sampler_options_are_refused():
 
 
 @needs_compiler
-def test_the_fused_compiled_asynchronous_step_takes_the_eager_steps():
+@pytest.mark.parametrize("name", ["eight_schools_noncentered", "three_coin"])
+def test_the_fused_compiled_asynchronous_step_takes_the_eager_steps(name):
     """The asynchronous NUTS step (leaf, subtree merge, draw emission, new trees: one graph)
     fused through the compiled density gives the eager step's draws and statistics."""
-    e = zoo.get_model("eight_schools_noncentered")
+    e = zoo.get_model(name)
     runs = []
     for compile_ in (False, True):
         density = batched_density(e.model, e.load_data(), e.structure, 3, compile=compile_)
