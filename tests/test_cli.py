@@ -52,3 +52,17 @@ def test_compare(capsys):
 def test_python_dash_m_zoo_list():
     proc = subprocess.run([sys.executable, "-m", "zoo", "list"], capture_output=True, text=True)
     assert proc.returncode == 0 and "three_coin" in proc.stdout
+
+
+def test_report_in_a_log_prints_a_line_per_cell(tmp_path, capsys):
+    """stderr not a terminal (pytest captures it): no bar, one line per finished cell with its
+    status, its time and, for a cell that is not ok, the reason; -q prints none."""
+    args = ["report", "beta_bernoulli", "--engines", "exact,laplace", "--workers", "1"]
+    assert main([*args, "--out", str(tmp_path / "a")]) == 0
+    lines = sorted(capsys.readouterr().err.strip().splitlines(), key=lambda s: s.split("] ")[-1])
+    assert len(lines) == 2
+    for line, engine in zip(lines, ["exact", "laplace"], strict=True):
+        assert line.startswith("[") and f"/2] beta_bernoulli/{engine}: ok " in line
+        assert line.endswith(" s")
+    assert main([*args, "-q", "--out", str(tmp_path / "b")]) == 0
+    assert "beta_bernoulli/" not in capsys.readouterr().err

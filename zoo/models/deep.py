@@ -229,10 +229,25 @@ def vae(
 def _(x: torch.Tensor, latent_dim: int, hidden: int, batch_size: int) -> None:
     """q(z_i | x_i) = N(m(x_i), diag s^2(x_i)), amortised: one encoder for every image (001 eq
     167), on the same minibatch as the model (Pyro replays the guide's subsample into it)."""
+    sample_codes("vae_encoder", x, latent_dim, hidden, batch_size)
+
+
+def sample_codes(
+    name: str,
+    x: torch.Tensor,
+    latent_dim: int,
+    hidden: int,
+    batch_size: int,
+    y: torch.Tensor | None = None,
+    classes: int = 0,
+) -> None:
+    """The amortised guides' one site: z_i ~ N(m(u_i), diag s^2(u_i)) for the minibatch's
+    images, u_i = x_i, or [x_i; onehot(y_i)] given labels, m and s from the encoder ``name``."""
     N, D = x.shape
-    net = encoder("vae_encoder", D, latent_dim, hidden)
+    net = encoder(name, D + (classes if y is not None else 0), latent_dim, hidden)
     with pyro.plate("data", N, subsample_size=min(batch_size, N)) as idx:
-        loc, scale = net(x[idx])
+        u = x[idx] if y is None else with_labels(x[idx], y[idx], classes)
+        loc, scale = net(u)
         pyro.sample("z", dist.Normal(loc, scale).to_event(1))
 
 
@@ -382,11 +397,7 @@ def _(
     x: torch.Tensor, y: torch.Tensor, classes: int, latent_dim: int, hidden: int, batch_size: int
 ) -> None:
     """q(z_i | x_i, y_i) = N(m([x_i; y_i]), diag s^2([x_i; y_i])), amortised."""
-    N, D = x.shape
-    net = encoder("cvae_encoder", D + classes, latent_dim, hidden)
-    with pyro.plate("data", N, subsample_size=min(batch_size, N)) as idx:
-        loc, scale = net(with_labels(x[idx], y[idx], classes))
-        pyro.sample("z", dist.Normal(loc, scale).to_event(1))
+    sample_codes("cvae_encoder", x, latent_dim, hidden, batch_size, y, classes)
 
 
 @cvae.evaluate
@@ -508,11 +519,7 @@ def mixture_prior(clusters: int, latent_dim: int) -> tuple[torch.Tensor, torch.T
 @vade.set_guide
 def _(x: torch.Tensor, latent_dim: int, hidden: int, batch_size: int) -> None:
     """q(z_i | x_i): the VAE's amortised encoder; c_i is summed out in the model."""
-    N, D = x.shape
-    net = encoder("vade_encoder", D, latent_dim, hidden)
-    with pyro.plate("data", N, subsample_size=min(batch_size, N)) as idx:
-        loc, scale = net(x[idx])
-        pyro.sample("z", dist.Normal(loc, scale).to_event(1))
+    sample_codes("vade_encoder", x, latent_dim, hidden, batch_size)
 
 
 def cluster_accuracy(clusters: np.ndarray, labels: np.ndarray) -> tuple[float, np.ndarray]:
