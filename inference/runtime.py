@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import numpy as np
 import pyro
 import torch
+from threadpoolctl import threadpool_limits
 
 
 @contextlib.contextmanager
@@ -33,8 +34,6 @@ def threads(n: int = 1) -> Iterator[None]:
     and scikit-learn's, through threadpoolctl), restoring the caller's settings. On a busy
     machine more than one thread per process makes small models several times slower (torch),
     and scikit-learn's GaussianMixture on the digits 45 times slower (11.4 s against 0.25 s)."""
-    from threadpoolctl import threadpool_limits  # scanning the loaded BLAS: only when run
-
     before = torch.get_num_threads()
     torch.set_num_threads(n)
     try:
