@@ -154,8 +154,10 @@ GENERIC_ENGINES: dict[str, EngineSpec] = {
             budgets={
                 "smoke": {"num_samples": 50, "warmup": 50, "num_chains": 8},
                 "check": {"num_samples": 50, "warmup": 300, "num_chains": 16},
-                "quick": {"num_samples": 200, "warmup": 500, "num_chains": 32},
-                "full": {"num_samples": 500, "warmup": 1000, "num_chains": 64},
+                # the draws are cheap (a few leapfrog steps each once T is adapted) and the
+                # warmup is most of the cost: more draws per warmup iteration
+                "quick": {"num_samples": 500, "warmup": 300, "num_chains": 32},
+                "full": {"num_samples": 1000, "warmup": 1000, "num_chains": 64},
             },
         ),
         declare(

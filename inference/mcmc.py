@@ -302,8 +302,8 @@ def nuts_engine(
 def chees_engine(
     ctx: EngineContext,
     *,
-    num_samples: int = 200,
-    warmup: int = 500,
+    num_samples: int = 500,
+    warmup: int = 300,
     num_chains: int = 32,
     jit: bool | None = None,
     target_accept: float = 0.651,

@@ -435,7 +435,8 @@ class PerChainAdaptation:
         self.da, self.warmup = DualAveraging(step, target), warmup
         self.ends = stan_windows(warmup)
         first = 0 if not self.ends else (75 if warmup >= 150 else int(0.15 * warmup))
-        self.starts = dict(zip(self.ends, [first, *self.ends[:-1]], strict=True))
+        # (a warmup shorter than 20 iterations has no window)
+        self.starts = dict(zip(self.ends, [first, *self.ends], strict=False))
         self.window = torch.zeros(step.shape[0], max(warmup, 1), D, dtype=step.dtype)
 
 
@@ -589,9 +590,9 @@ def nuts(
     max_tree_depth: int = 10,
     progress: bool = False,
 ) -> Samples:
-    """NUTS for every chain of ``theta0`` (chains, D). Warmup in lockstep (every chain adapts
-    at the same iteration): step size by dual averaging, diagonal mass matrix re-estimated at
-    the ends of Stan's windows. Sampling asynchronous (:func:`nuts_sample`)."""
+    """NUTS for every chain of ``theta0`` (chains, D), the chains asynchronous in warmup and
+    sampling alike (:func:`nuts_sample`): each chain's step size by dual averaging and its
+    diagonal mass matrix re-estimated at the ends of Stan's windows, on its own clock."""
     q, logp, grad = _start(density, theta0)
     B, D = q.shape
     inv_mass = torch.ones(B, D, dtype=q.dtype)
@@ -746,6 +747,9 @@ class Adam:
         return x + self.lr * m_hat / (math.sqrt(v_hat) + 1e-8)
 
 
+CHEES_LOG_CLIP = 0.35  # the largest move of log T per warmup iteration (TFP's log(2) / 2)
+
+
 def chees(
     density: Density,
     theta0: torch.Tensor,
@@ -763,8 +767,12 @@ def chees(
     correction. Warmup: dual averaging of the step size on the harmonic mean of the chains'
     acceptance probabilities; Adam on log T along the gradient of the ChEES criterion
     E[(|q' - E q'|^2 - |q - E q|^2)^2] / 4, each chain's term weighted by its acceptance
-    probability; a diagonal mass matrix shared by the chains (their within-chain variances
-    over each of Stan's warmup windows, averaged), then the step size found afresh."""
+    probability, T starting at one step size, each move of log T clipped to ``CHEES_LOG_CLIP``
+    and the T used the running average of log T with weights ``t**-0.5`` (as TFP and BlackJAX
+    do: Adam's raw iterate is a random walk on the noisy gradient, which drifted to 60-200
+    leapfrog steps a draw on eight schools); a diagonal mass matrix shared by the chains
+    (their within-chain variances over each of Stan's warmup windows, averaged), then the
+    step size found afresh."""
     q, logp, grad = _start(density, theta0)
     B, D = q.shape
     dtype = q.dtype
@@ -774,9 +782,9 @@ def chees(
     calls += c
     step = float(step_b.median())
     da = DualAveraging(torch.tensor([step], dtype=dtype), target_accept)
-    log_T = math.log(10 * step)  # start at ten leapfrog steps; Adam moves it from there
+    log_T = math.log(step)  # one leapfrog step; Adam grows it from there
     adam = Adam(learning_rate)
-    log_T_avg = log_T
+    log_T_avg, updates = log_T, 0
     ends = set(stan_windows(warmup))
     window: list[torch.Tensor] = []
     draws = torch.empty(B, num_samples, D, dtype=dtype)
@@ -810,9 +818,13 @@ def chees(
                 w = acc[ok]
                 grad_log_T = float((w * g).sum() / w.sum().clamp(min=1e-10)) * T
                 if math.isfinite(grad_log_T):
-                    log_T = min(adam.step(log_T, grad_log_T), math.log(max_steps * step))
-            # the trajectory length kept after warmup: a moving average of the late iterates
-            log_T_avg = 0.9 * log_T_avg + 0.1 * log_T
+                    moved = adam.step(log_T, grad_log_T) - log_T
+                    updates += 1
+                    weight = updates**-0.5
+                    log_T_avg = (1 - weight) * log_T_avg + weight * (
+                        log_T + max(-CHEES_LOG_CLIP, min(CHEES_LOG_CLIP, moved))
+                    )
+                    log_T = min(max(log_T_avg, math.log(step)), math.log(max_steps * step))
             T = math.exp(log_T)
             window.append(q_new)
             if it + 1 in ends:
@@ -829,7 +841,7 @@ def chees(
                 da.restart(torch.tensor([step], dtype=dtype))
             if it + 1 == warmup:
                 step = float(da.final[0])
-                T = math.exp(log_T_avg)
+                T = min(max(T, step), max_steps * step)
         else:
             draws[:, it - warmup] = q_new
             for k, v in st.items():

@@ -21,12 +21,6 @@ SMOKE = {name: budget(name, "check") for name in [*GENERIC_ENGINES, *REFERENCE_B
 # TorchScript, uncompiled: the suite sets ZOO_AUTO_COMPILE=0): the slow run takes them, and
 # their models' own tests check these engines against the truth. Measured 2026-11-24, quiet.
 SLOW_CELLS = {
-    ("eight_schools", "chees"),  # 17 s: the funnel shrinks the shared step size
-    # 15-17 s: the adapted trajectory runs to hundreds of leapfrog steps; chees keeps its cells
-    # on the conjugate models, the mixtures, naive Bayes and the GP, and test_samplers checks it
-    # against a closed form
-    ("three_coin", "chees"),
-    ("eight_schools_noncentered", "chees"),
     ("probabilistic_pca", "nuts"),  # 19 s: 216 dimensions along the loadings' rotation ridge
     ("dirichlet_process_mixture", "nuts"),  # 24 s: 10 components enumerated for 80 points
     # 34 s (110-150 s on loaded cores): 12 enumerated states, four chains
@@ -37,7 +31,6 @@ SLOW_CELLS = {
     ("hmm", "nuts"),
     ("naive_bayes", "hmc"),
     ("gaussian_mixture", "hmc"),
-    ("dirichlet_bigram", "chees"),
     # 9-16 s each on loaded cores (300 SVI steps, then held-out importance sampling): vae's svi
     # cell stays, and test_deep runs each of these engines at a smaller size
     ("vae", "svi_meanfield"),

@@ -301,3 +301,32 @@ def test_asynchronous_nuts_wastes_no_call_and_samples_a_gaussian():
     c = np.cov(x.T)  # sd of a sample covariance: sqrt((s12^2 + s11 s22) / n), variance sqrt(2/n)
     assert abs(c[0, 1] - 0.9) < 5 * np.sqrt(1.81 / ess)
     assert np.all(np.abs(np.diag(c) - 1) < 5 * np.sqrt(2 / ess))
+
+
+def test_nuts_runs_with_a_warmup_too_short_for_windows():
+    """Stan's windows need 20 warmup iterations; fewer adapt the step size only."""
+    run = zoo.run("beta_bernoulli", "nuts", num_samples=5, warmup=5, num_chains=1, seed=0)
+    assert run.ok, run.error
+
+
+def test_chees_adapts_a_short_trajectory_on_a_gaussian():
+    """On a Gaussian (sds from 0.1 to 10), once the mass matrix holds the variances, the
+    jittered ChEES optimum is a fraction of a period: T 2.4-2.7 at 3.4-3.8 leapfrog steps a
+    draw (seeds 0-5). Before the running average and the clipped moves, Adam's raw iterate on
+    the noisy gradient wandered: T 4-50, 5.6-63 steps a draw on the same seeds."""
+    sd = torch.logspace(-1, 1, 10, dtype=torch.float64)
+
+    def density(q):
+        z = q / sd
+        return -0.5 * (z * z).sum(-1), -z / sd
+
+    gen = torch.Generator().manual_seed(shifted(5))
+    q = torch.randn(16, 10, generator=gen, dtype=torch.float64) * 2
+    s = samplers.chees(density, q, num_samples=200, warmup=300, gen=gen)
+    T = s.info["trajectory_length"]
+    assert 1.0 < T < 3.5, T
+    assert float(s.stats["n_steps"].mean()) < 5
+    x = s.theta.reshape(-1, 10) / sd
+    ess = len(x) / 4  # conservative
+    assert float(x.mean(0).abs().max()) < 5 / np.sqrt(ess)
+    assert float((x.var(0) - 1).abs().max()) < 5 * np.sqrt(2 / ess)
