@@ -4,8 +4,10 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 OUT    ?= zoo-report
+SBC_OUT  ?= zoo-sbc
+SBC_REPS ?= 100
 
-.PHONY: report test test-slow lint bench clean
+.PHONY: report test test-slow lint bench clean sbc
 
 # torch==2.13.0 is the CPU build (an unpinned torch pulls a multi-GB CUDA build).
 $(STAMP): pyproject.toml
@@ -26,6 +28,11 @@ test-slow: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
+
+# Simulation-based calibration of nuts, chees and svi on every model with continuous parameters:
+# SBC_OUT/sbc.html links a page per model and engine (hours on two cores: see the README).
+sbc: $(STAMP)
+	$(VENV)/bin/zoo sbc --engine nuts,chees,svi --reps $(SBC_REPS) --out $(SBC_OUT)
 
 bench: $(STAMP)
 	$(PY) benchmarks/engines.py

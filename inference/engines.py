@@ -45,6 +45,7 @@ POSITIVE_INTS = {
 }
 NONNEGATIVE_INTS = {"warmup"}
 POSITIVE_FLOATS = {"lr", "tol", "trajectory_length", "target_accept"}
+PROBABILITIES = {"target_accept"}  # strictly between 0 and 1
 CHOICES: dict[str, tuple[Any, ...]] = {
     "guide": GUIDES,
     "elbo": ELBOS,
@@ -306,11 +307,17 @@ def check_options(spec: EngineSpec, options: Mapping[str, Any]) -> dict[str, Any
             isinstance(value, bool) or not isinstance(value, numbers.Real) or not value > 0
         ):
             raise ZooError(f"option {key!r} must be a positive number, got {value!r}")
+        if key in PROBABILITIES and not value < 1:
+            raise ZooError(f"option {key!r} must be a probability in (0, 1), got {value!r}")
         auto = key in FLAGS_OR_AUTO and defaults[key] is None
         if auto and value is not None and not isinstance(value, bool):
             raise ZooError(f"option {key!r} must be True, False or None (auto), got {value!r}")
         if key in CHOICES and value is not None and value not in CHOICES[key]:
-            raise ZooError(f"option {key!r} must be one of {list(CHOICES[key])}, got {value!r}")
+            close = difflib.get_close_matches(str(value), [str(c) for c in CHOICES[key]], n=2)
+            hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
+            raise ZooError(
+                f"option {key!r} must be one of {list(CHOICES[key])}, got {value!r}{hint}"
+            )
         _like_default(key, value, defaults[key])
     return {**defaults, **options}
 

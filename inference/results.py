@@ -251,6 +251,8 @@ class ModelInfo:
     params: tuple[str, ...] = ()  # sites compared in tables
     discrete: tuple[str, ...] = ()  # discrete latent sites
     figures: Mapping[str, Any] = field(default_factory=dict)  # figures the model asks for
+    math: tuple[str, ...] = ()  # the generative story as LaTeX lines
+    family: str = ""  # the module that registered it (zoo.models.conjugate: "conjugate")
 
 
 @dataclass

@@ -43,6 +43,7 @@ _PUBLIC = {
     "register": "zoo.registry",
     "unregister": "zoo.registry",
     "report": "zoo.sweep",
+    "sbc": "zoo.sbc",
 }
 
 __all__ = [
@@ -66,6 +67,7 @@ __all__ = [
     "register",
     "report",
     "run",
+    "sbc",
     "unregister",
 ]
 
@@ -93,6 +95,7 @@ if TYPE_CHECKING:
         register,
         unregister,
     )
+    from zoo.sbc import sbc
     from zoo.sweep import report
 
 

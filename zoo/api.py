@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import numbers
 import time
 import traceback
 import warnings
@@ -28,11 +29,18 @@ from inference.runtime import interactive, seeded, threads
 from .registry import ModelEntry, get_model
 from .validation import check_data
 
+MAX_SEED = 2**32 - 1  # numpy's generator takes no larger seed
+
 
 def check_seed(seed: Any) -> int:
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ZooError(f"seed must be a non-negative integer, got {seed!r}")
-    return seed
+    """``seed`` if it is an integer in [0, 2**32 - 1], else a :class:`ZooError` saying so."""
+    if (
+        isinstance(seed, bool)
+        or not isinstance(seed, numbers.Integral)
+        or not 0 <= seed <= MAX_SEED
+    ):
+        raise ZooError(f"seed must be an integer from 0 to 2**32 - 1, got {seed!r}")
+    return int(seed)
 
 
 @dataclass
@@ -70,6 +78,8 @@ def prepare(
     opts = check_options(spec, {**entry.registered_options(engine), **options})
     if progress is None:
         progress = interactive()
+    elif not isinstance(progress, bool):
+        raise ZooError(f"progress must be True, False or None (auto), got {progress!r}")
     return Prepared(entry, engine, checked, opts, seed, bool(progress), data is None)
 
 
@@ -183,7 +193,11 @@ def compare(
     """Run several engines (default: every engine that applies) on one model and tabulate them
     against the ground truth. A failed engine is recorded, never raised."""
     entry = get_model(name_or_entry)
+    if isinstance(engines, str):  # zoo.compare("m", "exact"): one engine, not its letters
+        engines = [engines]
     engines = list(engines) if engines is not None else list(entry.engines)
+    if not engines and not entry.engines:
+        raise ZooError(f"no engine applies to model {entry.name!r} ({entry.why_not('svi')})")
     if not engines:
         raise ZooError("compare needs at least one engine")
     per = split_options(entry, engines, options)

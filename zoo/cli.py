@@ -13,9 +13,10 @@ import importlib
 import importlib.util
 import sys
 import tempfile
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 PROFILES_HELP = (
     "quick (default: minutes for the whole zoo), full (publication numbers: long runs, 32 chains) "
@@ -25,6 +26,14 @@ PROFILES_HELP = (
 
 class UsageError(ValueError):
     """A wrong command line (exit status 2)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse whose errors are a :class:`UsageError` (one line on stderr from :func:`main`,
+    exit status 2) instead of a usage block and ``SystemExit``; its subparsers are the same."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see `{self.prog} --help`)")
 
 
 def _parse_options(items: Sequence[str]) -> dict[str, Any]:
@@ -158,9 +167,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     if any(isinstance(v, dict) for v in options.values()):
         raise UsageError("zoo run takes KEY=VALUE options for its one engine (no ENGINE.KEY)")
     prepared = prepare(args.name, args.engine, seed=args.seed, progress=_progress(args), **options)
+    made = bool(args.out) and not Path(args.out).exists()
     out = check_writable(args.out) if args.out else None
     run = execute(prepared)
     if not run.ok:
+        if made and out is not None and not any(out.iterdir()):
+            out.rmdir()  # a failed run leaves no folder behind
         print(f"zoo: {args.name}/{args.engine} failed: {run.error}", file=sys.stderr)
         return 1
     if run.status == "unreliable":
@@ -215,9 +227,55 @@ def cmd_report(args: argparse.Namespace) -> int:
         options=_parse_options(args.option),
         workers=args.workers,
         scheduler=args.scheduler,
+        fresh=args.fresh or None,
     )
     print(f"report written to {path}")
     return 0
+
+
+def cmd_sbc(args: argparse.Namespace) -> int:
+    from inference import ZooError
+    from zoo.files import check_writable
+    from zoo.registry import get_model
+    from zoo.sbc import sbc, sbc_models
+
+    every = not args.names
+    plan = sbc_models(args.names or None, _engines(args.engine) or [])
+    out = check_writable(args.out) if args.out else None
+    progress = _progress(args) or (False if args.quiet else "lines")
+    options = _parse_options(args.option)
+    shared = {k: v for k, v in options.items() if not isinstance(v, dict)}
+    status = 0
+    for name, engine in plan:
+        takes = get_model(name).engine_spec(engine).defaults
+        mine = shared if len(plan) == 1 else {k: v for k, v in shared.items() if k in takes}
+        try:
+            result = sbc(
+                name,
+                engine,
+                reps=args.reps,
+                seed=args.seed,
+                draws=args.draws,
+                alpha=args.alpha,
+                workers=args.workers,
+                scheduler=args.scheduler,
+                progress=progress,
+                out=out,
+                **{**mine, **options.get(engine, {})},
+            )
+        except ZooError as e:
+            if not every:
+                raise
+            print(f"{name}/{engine}: skipped: {e}", file=sys.stderr)
+            continue
+        print("\n".join(result.findings()))
+        cols = ["p_value", "rank_mean", "rank_sd", "shape"]
+        table = result.table.sort_values("p_value")[cols].head(10)
+        print(table.to_string(float_format=lambda v: f"{v:.3g}"), end="\n\n")
+        status = max(status, int(result.verdict == "failed"))
+    if out is not None:
+        print(f"SBC pages written to {out}/sbc.html")
+    return status
 
 
 def _version() -> str:
@@ -230,9 +288,7 @@ def _version() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="zoo", description="A model zoo on Pyro: run and compare inference engines."
-    )
+    p = _Parser(prog="zoo", description="A model zoo on Pyro: run and compare inference engines.")
     p.add_argument("--version", action="version", version=f"zoo {_version()}")
     sub = p.add_subparsers(dest="command", required=True)
 
@@ -280,7 +336,16 @@ def build_parser() -> argparse.ArgumentParser:
     common(cmp)
     cmp.set_defaults(fn=cmd_compare)
 
-    rep = sub.add_parser("report", help="write the HTML/Markdown comparison report")
+    rep = sub.add_parser(
+        "report",
+        help="write the HTML/Markdown comparison report",
+        description="Run every cell (model x engine) and write the HTML/Markdown report. Each "
+        "finished cell is stored in OUT/cells (netCDF + JSON, written atomically), and a report "
+        "run again into OUT reads the cells it finished instead of running them: a report that "
+        "was killed resumes. A cell runs again when its model, engine, seed, options, data or "
+        "the code changed, when its stored files are corrupt (a line says so), or when it "
+        "failed; --fresh runs every cell.",
+    )
     rep.add_argument("names", nargs="*", help="models (default: all)")
     rep.add_argument("--out", default="zoo-report")
     rep.add_argument("--profile", default="quick", help=PROFILES_HELP)
@@ -288,7 +353,16 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument(
         "--workers", type=int, default=None, help="worker processes (default: one per core)"
     )
-    rep.add_argument("--scheduler", help="address of a Dask scheduler to run the cells on")
+    rep.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="a Dask scheduler to run the cells on (tcp://host:8786; dask[distributed])",
+    )
+    rep.add_argument(
+        "--fresh",
+        action="store_true",
+        help="run every cell, ignoring the cells stored in OUT/cells (and replacing them)",
+    )
     options_arg(
         rep,
         "KEY=VALUE for every engine that takes it, ENGINE.KEY=VALUE for one, over the profile "
@@ -296,6 +370,34 @@ def build_parser() -> argparse.ArgumentParser:
     )
     common(rep)
     rep.set_defaults(fn=cmd_report)
+
+    cal = sub.add_parser(
+        "sbc",
+        help="simulation-based calibration of engines",
+        description="Simulation-based calibration (Talts et al. 2018): rank each true parameter "
+        "drawn from the prior among the engine's posterior draws of data simulated from it; "
+        "chi-square test of uniform ranks per parameter, Bonferroni verdict. Exit status 0 "
+        "when it ran (calibrated or not: read the verdict), 1 when no replication finished.",
+    )
+    cal.add_argument(
+        "names", nargs="*", help="models (default: every model with continuous parameters)"
+    )
+    cal.add_argument(
+        "--engine", "-e", default="nuts", help="engine, or comma-separated engines (default nuts)"
+    )
+    cal.add_argument("--reps", type=int, default=100, help="replications (default 100)")
+    cal.add_argument(
+        "--draws", type=int, default=99, help="posterior draws each truth is ranked among (99)"
+    )
+    cal.add_argument("--alpha", type=float, default=0.01, help="level of the test (0.01)")
+    cal.add_argument("--out", help="folder for the pages (sbc.html, sbc-MODEL-ENGINE.*)")
+    cal.add_argument(
+        "--workers", type=int, default=None, help="worker processes (default: one per core)"
+    )
+    cal.add_argument("--scheduler", help="address of a Dask scheduler to run replications on")
+    options_arg(cal, "engine option KEY=VALUE, or ENGINE.KEY=VALUE for one engine (repeatable)")
+    common(cal)
+    cal.set_defaults(fn=cmd_sbc)
     return p
 
 
@@ -303,7 +405,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         load_models(args.models)
-        return args.fn(args)
+        with warnings.catch_warnings():
+            # a failed run is reported by the command (one line), not a second time as a warning
+            warnings.filterwarnings("ignore", r"\S+/\S+ failed: ", RuntimeWarning)
+            return args.fn(args)
     except KeyboardInterrupt:
         print("zoo: interrupted", file=sys.stderr)
         return 130

@@ -15,10 +15,13 @@ from pathlib import Path
 from inference import ZooError
 
 LOCK_NAME = ".zoo.lock"
+TMP_SUFFIX = ".tmp"
 
 
 def check_writable(out: str | os.PathLike[str]) -> Path:
     """Create ``out`` if needed and prove it can be written, before any work starts."""
+    if not isinstance(out, str | os.PathLike):
+        raise ZooError(f"out must be a folder path (str or os.PathLike), got {out!r}")
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise ZooError(f"output {str(out)!r} exists and is not a directory")
@@ -68,3 +71,46 @@ def write_atomically(
             os.replace(stage / name, out / name)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def replacing(path: Path) -> Iterator[Path]:
+    """A temporary path beside ``path`` to write; moved onto ``path`` (``os.replace``, atomic on
+    one filesystem) when the block ends without error, removed otherwise. A process killed
+    mid-write leaves the old ``path`` (or none) and a hidden ``.*.tmp`` file that
+    :func:`remove_leftovers` clears."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=TMP_SUFFIX, dir=path.parent)
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def replace_file(path: Path, content: str | bytes) -> None:
+    """Write ``content`` to ``path`` atomically: readers see the old file or the whole new one."""
+    with replacing(path) as tmp:
+        if isinstance(content, bytes):
+            tmp.write_bytes(content)
+        else:
+            tmp.write_text(content, encoding="utf-8")
+
+
+def remove_leftovers(folder: Path, pattern: str | None = None) -> list[Path]:
+    """Remove what a killed writer left in ``folder``: staging folders of
+    :func:`write_atomically`, and the temporary files of :func:`replacing` matching ``pattern``
+    (a glob relative to ``folder``, such as ``"*/.*.tmp"``; None: none). Call it only while
+    holding the output's lock (:func:`locked`), so no live writer's files are taken; returns
+    what it removed."""
+    removed = []
+    for stage in folder.glob(".zoo-staging-*"):
+        shutil.rmtree(stage, ignore_errors=True)
+        removed.append(stage)
+    for tmp in folder.glob(pattern) if pattern else ():
+        if tmp.is_file() and tmp.name.endswith(TMP_SUFFIX):
+            tmp.unlink(missing_ok=True)
+            removed.append(tmp)
+    return removed

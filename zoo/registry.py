@@ -88,6 +88,7 @@ class ModelEntry:
     not_applicable: Mapping[str, str] = field(default_factory=dict)
     seed_ref: str = ""
     doc: str = ""
+    math: tuple[str, ...] = ()  # the generative story as LaTeX lines (reports render them)
     _structure: ModelStructure | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -217,11 +218,19 @@ class ModelEntry:
         """Latent/observed sites of the model on its default data."""
         if self._structure is None:
             try:
-                self._structure = inspect_model(self.model, self.load_data())
+                structure = inspect_model(self.model, self.load_data())
             except Exception as e:  # noqa: BLE001 - the user's model: name it and the problem
                 raise ZooError(
                     f"model {self.name!r} raised {one_line(e)} when run on its default data"
                 ) from None
+            sites = structure.latent + structure.deterministic
+            unknown = [p for p in self.params or () if p not in sites]
+            if unknown:
+                raise ZooError(
+                    f"params {unknown} of model {self.name!r} are not among its latent or "
+                    f"deterministic sites {list(sites)}"
+                )
+            self._structure = structure
         return self._structure
 
     def compared_params(self) -> tuple[str, ...]:
@@ -241,6 +250,8 @@ class ModelEntry:
             params=tuple(self.compared_params()),
             discrete=self.structure.discrete,
             figures=dict(self.figures),
+            math=tuple(self.math),
+            family=str(getattr(self.model, "__module__", "") or "").removeprefix("zoo.models."),
         )
 
     # -------------------------------------------------------------- engines
@@ -313,14 +324,14 @@ class ModelEntry:
                 return GENERIC_ENGINES[engine]
             raise ZooError(
                 f"engine {engine!r} does not apply to model {self.name!r} ({reason}); "
-                f"engines that apply: {', '.join(self.engines)}"
+                f"engines that apply: {', '.join(self.engines) or 'none'}"
             )
         known = list(GENERIC_ENGINES) + list(refs)
         close = difflib.get_close_matches(str(engine), known, n=3, cutoff=0.5)
         hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
         raise ZooError(
             f"unknown engine {engine!r} for model {self.name!r}{hint} "
-            f"(engines that apply: {', '.join(self.engines)})"
+            f"(engines that apply: {', '.join(self.engines) or 'none'})"
         )
 
 
@@ -373,6 +384,7 @@ def register(
     not_applicable: str | Mapping[str, str] | None = None,
     seed_ref: str = "",
     doc: str | None = None,
+    math: str | Sequence[str] | None = None,
     replace: bool = False,
 ) -> Any:
     """Register a model; the one registration form.
@@ -407,6 +419,8 @@ def register(
     side). ``not_applicable`` says why the generic engines that ``engines``
     leaves out do not apply to the model: one sentence for all of them, or a dict engine ->
     sentence (``"*"``: the others); ``zoo info`` and the error of such an engine show it.
+    ``math``: the generative story as LaTeX lines (matplotlib mathtext, no ``$``), shown
+    rendered on the model's report page; without it the page shows the docstring.
     ``replace=True`` replaces a model of the same name (re-running a notebook cell); otherwise a
     duplicate name is an error.
     """
@@ -420,19 +434,27 @@ def register(
         raise ValueError(
             f"data must be a dict or a function seed -> dict, got {type(data).__name__}"
         )
+    if isinstance(engines, str):  # engines="nuts": one engine, not its letters
+        engines = [engines]
     if engines is not None:
         bad = [e for e in engines if e not in GENERIC_ENGINES]
         if bad:
+            close = difflib.get_close_matches(str(bad[0]), list(GENERIC_ENGINES), n=2)
+            hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
             raise ValueError(
-                f"unknown generic engine(s) {bad}; generic engines are {list(GENERIC_ENGINES)} "
-                "(model-specific ones are reference engines)"
+                f"unknown generic engine(s) {bad}{hint} (generic engines: "
+                f"{', '.join(GENERIC_ENGINES)}; model-specific ones are reference engines)"
             )
     for eng in references or {}:
         _check_reference_name(eng)
     checked_variants = {eng: _check_variant(eng, v) for eng, v in (variants or {}).items()}
     reasons = _check_reasons(not_applicable, engines)
+    _check_engine_options(engine_options, checked_variants)
+    math_lines = _check_math(math)
 
     def make(fn: Callable[..., Any], entry_name: str) -> ModelEntry:
+        if isinstance(data, Mapping):
+            _check_data_keys(entry_name, _callable("model", fn), data)
         entry = ModelEntry(
             name=entry_name,
             model=_callable("model", fn),
@@ -452,6 +474,7 @@ def register(
             figures=dict(figures or {}),
             not_applicable=reasons,
             seed_ref=seed_ref,
+            math=math_lines,
             doc=doc if doc is not None else (inspect.getdoc(fn) or ""),
         )
         return _add(entry, replace)
@@ -465,6 +488,59 @@ def register(
         return make(fn, name or fn.__name__)
 
     return decorator
+
+
+def _check_math(math: str | Sequence[str] | None) -> tuple[str, ...]:
+    """``math`` as LaTeX lines: a string (one line per line) or a sequence of strings."""
+    if math is None:
+        return ()
+    lines = math.splitlines() if isinstance(math, str) else math
+    if not isinstance(lines, Sequence) or not all(isinstance(x, str) for x in lines):
+        raise ValueError(f"math must be LaTeX lines (a list of strings), got {math!r}")
+    return tuple(x.strip() for x in lines if x.strip())
+
+
+def _check_data_keys(name: str, model: Callable[..., Any], data: Mapping[str, Any]) -> None:
+    """The default data's keys are the model's parameters: none it does not take, none it
+    needs left out (a model taking ``**kwargs`` takes any)."""
+    try:
+        params = inspect.signature(model).parameters
+    except (TypeError, ValueError):  # a callable without a signature: the first run tells
+        return
+    kinds = {p.kind for p in params.values()}
+    if inspect.Parameter.VAR_KEYWORD not in kinds:
+        unknown = sorted(k for k in data if k not in params)
+        if unknown:
+            raise ValueError(
+                f"data of model {name!r} has key(s) {unknown}, which the model does not take "
+                f"(its parameters: {list(params)})"
+            )
+    needed = [
+        k
+        for k, p in params.items()
+        if p.default is p.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    ]
+    missing = [k for k in needed if k not in data]
+    if missing:
+        raise ValueError(f"data of model {name!r} lacks {missing}, which the model needs")
+
+
+def _check_engine_options(
+    options: Mapping[str, Any] | None, variants: Mapping[str, tuple[str, Any, Any]]
+) -> None:
+    """Each generic engine's (and variant's) registered options, checked as a run checks them;
+    those of reference engines are checked when the engine runs (it may be added later)."""
+    if options is not None and not isinstance(options, Mapping):
+        raise ValueError(f"engine_options must be a dict engine -> options, got {options!r}")
+    for eng, opts in (options or {}).items():
+        if not isinstance(opts, Mapping):
+            raise ValueError(f"engine_options[{eng!r}] must be a dict of options, got {opts!r}")
+        base = variants[eng][0] if eng in variants else eng
+        if base in GENERIC_ENGINES:
+            try:
+                check_options(GENERIC_ENGINES[base], opts)
+            except ZooError as e:
+                raise ValueError(f"engine_options[{eng!r}]: {e}") from None
 
 
 def _check_reasons(

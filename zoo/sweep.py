@@ -3,7 +3,9 @@
 
 A cell is independent of every other: each runs in its own worker process when ``workers > 1``
 (the registry is inherited by forking, so models registered in a script or notebook work too),
-with one torch thread per worker.
+with one torch thread per worker, or on a Dask cluster (``scheduler``). A report stores every
+finished cell under its folder (:mod:`zoo.store`), so a report run again (after a kill, a crash,
+or to add a model) reads the cells it finished instead of recomputing them.
 """
 
 from __future__ import annotations
@@ -30,12 +32,16 @@ from tqdm.auto import tqdm
 import reports
 from inference import GENERIC_ENGINES, Comparison, Run, ZooError, check_options
 from inference.parallel import cores, mark_worker
+from inference.results import one_line
 from inference.runtime import interactive
 
 from .api import check_seed, comparison, execute, prepare
-from .files import check_writable, locked, write_atomically
+from .files import check_writable, locked, remove_leftovers, write_atomically
 from .profiles import check_profile, engine_options
-from .registry import get_model, list_models
+from .registry import ModelEntry, get_model, list_models
+from .store import CellStore
+
+log = logging.getLogger("zoo.store")
 
 
 @dataclass(frozen=True)
@@ -69,6 +75,8 @@ def plan_report(
     elif isinstance(names, str):
         names = [names]
     entries = [get_model(n) for n in dict.fromkeys(names)]
+    if every:  # a broken model (a user's, a plugin's) does not stop a whole-zoo report
+        entries = [e for e in entries if _runs_on_its_data(e)]
     if not entries:
         raise ZooError("no models to report")
     known = set(GENERIC_ENGINES).union(*(e.engines for e in entries))
@@ -79,6 +87,10 @@ def plan_report(
     unknown = [e for e in engines or () if e not in known]
     if unknown:
         raise ZooError(f"unknown engine(s) {unknown}; engines of these models: {sorted(known)}")
+    if options is not None and not isinstance(options, Mapping):
+        raise ZooError(
+            f"options must be a dict (engine -> options, or option -> value), got {options!r}"
+        )
     per_engine: dict[str, dict[str, Any]] = {}
     shared: dict[str, Any] = {}
     for key, value in dict(options or {}).items():
@@ -120,6 +132,16 @@ def plan_report(
     return cells
 
 
+def _runs_on_its_data(entry: ModelEntry) -> bool:
+    """Whether the model runs on its default data; if not, a warning says it is left out."""
+    try:
+        _ = entry.engines  # runs the model once
+    except ZooError as e:
+        warnings.warn(f"the report leaves out model {entry.name!r}: {e}", RuntimeWarning, 3)
+        return False
+    return True
+
+
 def run_cell(cell: Cell, seed: int) -> Run:
     """One cell, with the warnings and log records it raised kept in ``run.warnings``."""
     with warnings.catch_warnings(record=True) as caught, _collect_logs() as logged:
@@ -132,19 +154,65 @@ def run_cell(cell: Cell, seed: int) -> Run:
 
 def executor(workers: int, scheduler: str | None = None) -> Executor | None:
     """Local worker processes (forked: models registered in this process are known to them), a
-    Dask cluster at ``scheduler``, or None for in-process."""
+    Dask cluster at ``scheduler`` (a :class:`DaskExecutor`), or None for in-process.
+
+    Whatever is submitted must be picklable by reference (a module-level function of an
+    importable module) for a Dask cluster, whose workers import the package. ``shutdown``
+    releases the workers (and the cluster connection)."""
     if scheduler:
-        try:
-            distributed = importlib.import_module("dask.distributed")  # an optional dependency
-        except ImportError:
-            raise ZooError(
-                "a scheduler needs dask[distributed] (pip install 'dask[distributed]')"
-            ) from None
-        return distributed.Client(scheduler).get_executor()
+        return DaskExecutor(scheduler)
     if workers <= 1:
         return None
     ctx = multiprocessing.get_context("fork")
     return ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=mark_worker)
+
+
+class DaskExecutor(Executor):
+    """An executor on a Dask distributed cluster: each task runs as in a local worker process
+    (one torch thread, no nested process pools: a Dask worker is a daemon process, which may not
+    start its own), and a task whose worker dies is run again on another (Dask retries it while
+    fewer than ``distributed.scheduler.allowed-failures`` workers died under it, 3 by default).
+    ``shutdown`` cancels what is left (with ``cancel_futures``) and closes the connection."""
+
+    def __init__(self, address: str, *, timeout: float = 20.0) -> None:
+        try:
+            distributed = importlib.import_module("dask.distributed")  # optional dependency
+        except ImportError:
+            raise ZooError(
+                "a scheduler needs dask[distributed] (pip install 'dask[distributed]')"
+            ) from None
+        try:
+            self.client = distributed.Client(address, timeout=timeout, set_as_default=False)
+        except (OSError, TimeoutError, ValueError) as e:
+            raise ZooError(
+                f"cannot reach the Dask scheduler at {address!r}: {one_line(e)}"
+            ) from None
+        self.address = address
+        self._pool = self.client.get_executor(pure=False)
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        return self._pool.submit(_on_dask_worker, fn, *args, **kwargs)
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        try:
+            self._pool.shutdown(wait=wait and not cancel_futures)
+        finally:
+            self.client.close()
+
+    def __repr__(self) -> str:
+        return f"DaskExecutor({self.address!r})"
+
+
+def _on_dask_worker(fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)`` in a Dask worker, set up as a local worker process is; a wrong
+    call says it happened on the cluster (a model registered in a script is unknown there)."""
+    mark_worker()
+    try:
+        return fn(*args, **kwargs)
+    except ZooError as e:
+        raise ZooError(
+            f"on a Dask worker: {e} (workers know the models of installed packages only)"
+        ) from None
 
 
 def default_workers() -> int:
@@ -158,15 +226,43 @@ def run_cells(
     workers: int = 1,
     progress: bool | str = False,
     scheduler: str | None = None,
+    store: CellStore | None = None,
 ) -> dict[tuple[str, str], Run]:
     """Every cell's Run, keyed by (model, engine); a failed cell is a failed Run.
     ``progress``: a bar on stderr (True), or ``"lines"``: a line per finished cell (a log file
-    or CI, where a bar would be one unreadable line)."""
+    or CI, where a bar would be one unreadable line). ``store``: cells it holds (whole, with
+    the current key) are read instead of run, and every cell run is saved to it as it
+    finishes; a stored cell that cannot be used is run, with a line on logger ``zoo.store``:
+    a warning when its files are corrupt, info when it is stale or failed last time."""
     results: dict[tuple[str, str], Run] = {}
-    pool = executor(workers if len(cells) > 1 else 1, scheduler)
+    todo: list[Cell] = []
+    unused: dict[str, int] = {}  # stored cells not used, by kind (stale, failed, corrupt)
+    for cell in cells:
+        found = store.load(cell.model, cell.engine, seed, cell.options) if store else None
+        if found is not None and found.run is not None:
+            results[(cell.model, cell.engine)] = found.run
+            continue
+        todo.append(cell)
+        if found is not None and found.kind is not None:
+            unused[found.kind] = unused.get(found.kind, 0) + 1
+            level = logging.WARNING if found.kind == "corrupt" else logging.INFO
+            log.log(level, "cell %s/%s: %s; recomputing", cell.model, cell.engine, found.why)
+    if store is not None and (results or unused):
+        why = "".join(f", {n} {kind}" for kind, n in sorted(unused.items()))
+        note = (
+            f"resumed {len(results)} of {len(cells)} cells from {store.root} "
+            f"({len(todo)} to run{why})"
+        )
+        log.info(note)
+        if progress:
+            print(f"zoo report: {note}", file=sys.stderr, flush=True)
+    pool = executor(workers if len(todo) > 1 else 1, scheduler) if todo else None
     bar = tqdm(total=len(cells), desc="zoo report", unit="cell", disable=progress is not True)
+    bar.update(len(results))
 
     def done(cell: Cell, run: Run) -> None:
+        if store is not None:
+            store.save(cell.model, cell.engine, seed, cell.options, run)
         results[(cell.model, cell.engine)] = run
         bar.set_postfix_str(f"{cell.model}/{cell.engine}")
         bar.update()
@@ -182,17 +278,17 @@ def run_cells(
 
     try:
         if pool is None:
-            for cell in cells:
+            for cell in todo:
                 done(cell, run_cell(cell, seed))
         else:
-            futures = {pool.submit(run_cell, cell, seed): cell for cell in cells}
+            futures = {pool.submit(run_cell, cell, seed): cell for cell in todo}
             for fut in as_completed(futures):
                 done(futures[fut], _result(fut, futures[fut], seed))
     finally:
         bar.close()
         if pool is not None:
             pool.shutdown(cancel_futures=True)
-    return results
+    return {(c.model, c.engine): results[(c.model, c.engine)] for c in cells}
 
 
 def _result(fut: Any, cell: Cell, seed: int) -> Run:
@@ -286,6 +382,7 @@ def write_report(
     engines: Sequence[str] | None = None,
     workers: int | None = None,
     scheduler: str | None = None,
+    fresh: bool | None = None,
 ) -> Path:
     """Write ``out/index.html`` and, per model, ``NAME.html``, ``NAME.md``, ``NAME.json`` and
     ``NAME.csv``, plus ``index.md``, ``results.json`` and ``results.csv``; return the index path.
@@ -301,7 +398,14 @@ def write_report(
     {"num_steps": 500}}``. ``engines``: only these engines (default: every engine that
     applies). ``workers``: worker processes for the cells (default: the machine's cores).
     ``progress``: a bar over the cells on stderr (None: when it is a terminal), or ``"lines"``:
-    a line per finished cell with its status and time.
+    a line per finished cell with its status and time. ``scheduler``: the address of a Dask
+    scheduler to run the cells on (``tcp://host:8786``; needs ``dask[distributed]``).
+
+    Every finished cell is stored in ``out/cells`` (:mod:`zoo.store`), and a report run again
+    into ``out`` reads the cells it finished instead of running them: an interrupted report
+    resumes. A cell is run again when its model, engine, seed, options, data or the code
+    changed, when its files are corrupt or partial (a log line says so), and when it failed.
+    ``fresh=True`` runs every cell and replaces what the store held.
 
     Everything is validated, and ``out`` checked writable, before any work starts. Files are
     staged inside ``out`` and moved into place only when every page is written; files of ``out``
@@ -318,6 +422,7 @@ def write_report(
             "engines": engines,
             "workers": workers,
             "scheduler": scheduler,
+            "fresh": fresh,
         }
         given = [k for k, v in sizing.items() if v is not None]
         if given:
@@ -333,14 +438,19 @@ def write_report(
     profile = "quick" if profile is None else profile
     cells = plan_report(names, profile=profile, options=options, engines=engines)
     seed = check_seed(0 if seed is None else seed)
-    out = check_writable(out)
     if progress is None:
         progress = interactive()
     workers = default_workers() if workers is None else workers
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ZooError(f"workers must be a positive integer, got {workers!r}")
+    out = check_writable(out)  # last: a wrong call leaves no new folder behind
     with locked(out):
-        results = run_cells(cells, seed, workers=workers, progress=progress, scheduler=scheduler)
+        remove_leftovers(out)  # a killed report's staging folder
+        store = CellStore(out, reuse=not fresh)
+        store.clean()
+        results = run_cells(
+            cells, seed, workers=workers, progress=progress, scheduler=scheduler, store=store
+        )
         comparisons = []
         for name in dict.fromkeys(c.model for c in cells):
             entry = get_model(name)
@@ -358,7 +468,13 @@ def _held_results(
     """The results in ``names`` if it holds results (and nothing else), None if it holds names."""
     if names is None or isinstance(names, str):
         return None
-    items = [names] if isinstance(names, Run | Comparison) else list(names)
+    try:
+        items = [names] if isinstance(names, Run | Comparison) else list(names)
+    except TypeError:
+        raise ZooError(
+            f"a report takes a model name, a list of names or results (Comparison, Run), "
+            f"got {names!r}"
+        ) from None
     held = [x for x in items if isinstance(x, Run | Comparison)]
     if not held:
         return None

@@ -16,6 +16,7 @@ from inference.structure import trace_model
 
 
 def describe(v: Any) -> str:
+    """A value of the default data, for messages: ``a torch.float32 tensor of shape (N,)``."""
     if isinstance(v, torch.Tensor):
         dims = ", ".join(["N", *map(str, v.shape[1:])]) if v.ndim else ""
         trail = "," if v.ndim == 1 else ""
@@ -69,9 +70,15 @@ def check_data(
 def _culprit(
     model: Callable[..., Any], data: Mapping[str, Any], reference: Mapping[str, Any]
 ) -> str | None:
-    """The scalar whose default value makes the model run again, if there is one."""
+    """The key (a scalar, or a tensor of the default's shape) whose default value makes the
+    model run again, if there is one."""
     for key, default in reference.items():
-        if isinstance(default, torch.Tensor) or data.get(key) == default:
+        value = data.get(key)
+        if isinstance(default, torch.Tensor):
+            same_shape = isinstance(value, torch.Tensor) and value.shape == default.shape
+            if not same_shape or torch.equal(value, default.to(value.dtype)):
+                continue
+        elif value == default:
             continue
         try:
             trace_model(model, {**data, key: default}, validate=True)
@@ -93,7 +100,12 @@ def coerce(key: str, value: Any, expected: Any) -> Any:
                 )
             return value
         return _scalar(key, value, expected)
-    arr = value.detach().cpu().numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
+    try:
+        arr = value.detach().cpu().numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
+    except (ValueError, TypeError):  # nested lists of unequal lengths: numpy says "inhomogeneous"
+        raise ZooError(
+            f"data[{key!r}] is ragged (rows of unequal length); expected {describe(expected)}"
+        ) from None
     if arr.dtype.kind not in "biuf":
         raise ZooError(
             f"data[{key!r}] has dtype {arr.dtype}; expected numbers ({describe(expected)})"
@@ -148,15 +160,15 @@ def check_support(
     except Exception as e:  # noqa: BLE001 - the model itself rejects the data
         reason = one_line(e)
         culprit = _culprit(model, data, reference or {})
-        if culprit is not None and "Expected parameter" in reason:
-            raise ZooError(
-                f"data[{culprit!r}] = {data[culprit]!r} is outside the support of the "
-                f"distribution parameter it feeds in model {name!r} ({reason})"
-            ) from None
         if culprit is not None:
-            raise ZooError(
-                f"data[{culprit!r}] = {data[culprit]!r} does not fit model {name!r} ({reason})"
-            ) from None
+            value = data[culprit]
+            shown = f"data[{culprit!r}]" + ("" if torch.is_tensor(value) else f" = {value!r}")
+            if "Expected parameter" in reason:
+                raise ZooError(
+                    f"{shown} is outside the support of the distribution parameter it feeds in "
+                    f"model {name!r} ({reason})"
+                ) from None
+            raise ZooError(f"{shown} does not fit model {name!r} ({reason})") from None
         raise ZooError(f"data does not fit model {name!r}: {reason}") from None
     for site_name, site in trace.nodes.items():
         if site["type"] != "sample" or not site["is_observed"]:
