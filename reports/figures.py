@@ -5,26 +5,46 @@ making a report never opens a window or disturbs a user's interactive session.
 
 Every figure reads only the Run contract: posterior draws from ``run.idata.posterior``, the ELBO
 trace from ``traces["elbo"]``, an EM trace from ``traces["log_likelihood"]`` and MCMC
-chains from runs whose InferenceData has ``sample_stats``.
+chains from runs whose InferenceData has ``sample_stats``. The one exception is the posterior
+predictive check, which replays draws through the model itself (looked up in the registry by
+name). :func:`page_extras` adds the forest plot, that check, the LOO/WAIC table (ArviZ, from the
+runs' pointwise log-likelihood) and the generative story rendered by matplotlib's mathtext.
 """
 
 from __future__ import annotations
 
 import base64
+import importlib
 import io
 import re
+import struct
+import time
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import matplotlib
 import numpy as np
+import pandas as pd
+import pyro.distributions as dist
+import torch
+from matplotlib import mathtext
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.font_manager import FontProperties
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
+from pyro.poutine.util import site_is_subsample
 from scipy import stats
 from scipy.optimize import linear_sum_assignment
 
+from inference.arviz_io import _quiet, arviz
+from inference.replay import replay_one
 from inference.results import Comparison, Density, GroundTruth, Run
+from inference.runtime import seeded
+from inference.structure import trace_model
 
 if TYPE_CHECKING:
     import xarray as xr
@@ -755,3 +775,638 @@ def images_figure(cmp: Comparison, spec: Mapping[str, Any]) -> FigureImage | Non
         "decoder's mean image)."
     )
     return FigureImage("images", "Images: reconstructions and samples", caption, to_base64_png(fig))
+
+
+# --------------------------------------------------------------------------- forest plot
+MAX_FOREST_ROWS = 40  # parameter rows in the forest plot; the rest are named in its caption
+FOREST_COLUMN_ROWS = 14  # above this many rows the plot is laid out in two columns
+
+
+@dataclass(frozen=True)
+class Interval:
+    """One line of the forest plot: a source's (engine or ``truth``) mean and mean +- 2 sd."""
+
+    parameter: str
+    source: str
+    mean: float
+    lo: float
+    hi: float
+
+
+def forest_intervals(cmp: Comparison) -> dict[str, list[Interval]]:
+    """Every continuous parameter row of the comparison table with its intervals, truth first
+    then the engines in run order (mean +- 2 sd from the table; a point estimate: mean only)."""
+    table, discrete = cmp.table, set(cmp.model.discrete)
+    sources = ["truth", *[e for e in cmp.runs if (e, "mean") in table.columns]]
+    columns = {}
+    for source in sources:
+        if (source, "mean") not in table.columns:
+            continue
+        mean = table[(source, "mean")].to_numpy(dtype=float)
+        sd = (
+            table[(source, "sd")].to_numpy(dtype=float)
+            if (source, "sd") in table.columns
+            else np.zeros_like(mean)
+        )
+        columns[source] = (mean, np.where(np.isfinite(sd), 2 * sd, 0.0))
+    out: dict[str, list[Interval]] = {}
+    for i, row in enumerate(table.index):
+        parsed = parse_row(row)
+        if parsed is None or parsed[0] in discrete:
+            continue
+        lines = [
+            Interval(str(row), source, m[i], m[i] - h[i], m[i] + h[i])
+            for source, (m, h) in columns.items()
+            if np.isfinite(m[i])
+        ]
+        if any(iv.source != "truth" for iv in lines):
+            out[str(row)] = lines
+    return out
+
+
+def _compact_rows(rows: Sequence[str]) -> str:
+    """Row names grouped by site: ``beta[31..40] (10 rows), sigma``."""
+    by_site: dict[str, list[str]] = {}
+    for row in rows:
+        by_site.setdefault(str(row).partition("[")[0], []).append(str(row))
+    parts = []
+    for site, names in by_site.items():
+        if len(names) == 1:
+            parts.append(names[0])
+        else:
+            first, last = names[0].partition("[")[2], names[-1].partition("[")[2]
+            parts.append(f"{site}[{first.rstrip(']')}..{last} ({len(names)} rows)")
+    return ", ".join(parts)
+
+
+def _forest_panels(rows: Sequence[str]) -> list[list[tuple[str, list[str]]]]:
+    """Rows as columns of panels, one panel per site (a long site split between columns)."""
+    blocks: list[tuple[str, list[str]]] = []
+    for row in rows:
+        site = row.partition("[")[0]
+        if blocks and blocks[-1][0] == site:
+            blocks[-1][1].append(row)
+        else:
+            blocks.append((site, [row]))
+    if len(rows) <= FOREST_COLUMN_ROWS:
+        return [blocks]
+    capacity = -(-len(rows) // 2)
+    columns: list[list[tuple[str, list[str]]]] = [[], []]
+    used = 0
+    for site, names in blocks:
+        while names:
+            col = 0 if used < capacity else 1
+            take = names[: capacity - used] if col == 0 else names
+            columns[col].append((site, take))
+            used += len(take)
+            names = names[len(take) :]
+    return [c for c in columns if c]
+
+
+def forest_plot(
+    cmp: Comparison, colors: Mapping[str, str], limit: int = MAX_FOREST_ROWS
+) -> tuple[Figure, list[str], list[str]] | None:
+    """The forest plot as a matplotlib Figure, the rows it shows and the rows it leaves out.
+
+    One panel per site; in each parameter's row one line per engine (mean +- 2 sd, its colour
+    as in every figure of the page) over the truth's band (mean +- 2 sd, grey) and mean
+    (black). Each line carries a ``gid`` ``"<source>|<parameter>"``."""
+    intervals = forest_intervals(cmp)
+    if not intervals:
+        return None
+    rows = list(intervals)
+    shown, left = rows[:limit], rows[limit:]
+    engines = [e for e in cmp.runs if any(i.source == e for r in shown for i in intervals[r])]
+    per_row = 0.16 + 0.055 * max(1, len(engines))
+    columns = _forest_panels(shown)
+    tallest = max(sum(len(n) for _, n in col) for col in columns)
+    n_panels = max(len(col) for col in columns)
+    width = 9.0 if len(columns) > 1 else 7.0
+    height = 0.8 + per_row * tallest + 0.5 * n_panels
+    fig = Figure(figsize=(width, height), layout="constrained")
+    subfigs = fig.subfigures(1, len(columns), squeeze=False)[0]
+    offsets = np.linspace(-0.32, 0.32, len(engines)) if len(engines) > 1 else np.zeros(1)
+    for subfig, col in zip(subfigs, columns, strict=True):
+        heights = [len(names) + 0.9 for _, names in col]
+        axes = subfig.subplots(len(col), 1, squeeze=False, height_ratios=heights)[:, 0]
+        for ax, (site, names) in zip(axes, col, strict=True):
+            for i, row in enumerate(names):
+                for iv in intervals[row]:
+                    if iv.source == "truth":
+                        if iv.hi > iv.lo:
+                            ax.fill_betweenx(
+                                [i - 0.44, i + 0.44], iv.lo, iv.hi, color="#c8ced4", lw=0, zorder=0
+                            )
+                        ax.plot(
+                            [iv.mean, iv.mean],
+                            [i - 0.44, i + 0.44],
+                            color="black",
+                            lw=1.8,
+                            zorder=1,
+                            gid=f"truth|{row}",
+                        )
+                        continue
+                    y = i + offsets[engines.index(iv.source)]
+                    color = colors.get(iv.source, "#555555")
+                    ax.plot(
+                        [iv.lo, iv.hi],
+                        [y, y],
+                        color=color,
+                        lw=1.5,
+                        zorder=2,
+                        gid=f"{iv.source}|{row}",
+                    )
+                    ax.plot(iv.mean, y, "o", color=color, ms=3.2, zorder=3)
+            ax.set_yticks(range(len(names)), names, fontsize=8)
+            ax.set_ylim(len(names) - 0.5, -0.5)
+            if names != [site]:  # a scalar site's row label names it already
+                ax.set_title(site, fontsize=9, loc="left")
+            ax.tick_params(axis="x", labelsize=7)
+            ax.tick_params(axis="y", length=0)
+            ax.grid(axis="x", alpha=0.25)
+            for k in range(1, len(names)):
+                ax.axhline(k - 0.5, color="#eceff2", lw=0.6, zorder=0)
+            ax.spines[["top", "right"]].set_visible(False)
+    handles = [
+        Line2D([], [], color=colors.get(e, "#555555"), lw=1.5, marker="o", ms=3) for e in engines
+    ]
+    labels = list(engines)
+    if any(i.source == "truth" for r in shown for i in intervals[r]):
+        handles.append(Patch(facecolor="#c8ced4", edgecolor="black", lw=1.2))
+        labels.append("truth (mean, \u00b12 sd)")
+    fig.legend(
+        handles,
+        labels,
+        loc="outside upper center",
+        ncol=min(len(labels), 6),
+        fontsize=8,
+        frameon=False,
+    )
+    return fig, shown, left
+
+
+def forest_figure(cmp: Comparison, colors: Mapping[str, str]) -> FigureImage | None:
+    """The forest plot of every engine over every continuous parameter, the truth marked."""
+    drawn = forest_plot(cmp, colors)
+    if drawn is None:
+        return None
+    fig, shown, left = drawn
+    caption = (
+        "Each engine's posterior mean (dot) and mean \u00b1 2 sd (line) for every parameter"
+        + ("; grey band and black line: the truth's mean \u00b1 2 sd and mean" if cmp.truth else "")
+        + "; a dot without a line is a point estimate."
+    )
+    if left:
+        caption += (
+            f" The first {len(shown)} of {len(shown) + len(left)} rows; not shown: "
+            f"{_compact_rows(left)} (every row is in the CSV)."
+        )
+    return FigureImage(
+        "forest", "Forest plot: every engine over every parameter", caption, to_base64_png(fig)
+    )
+
+
+# --------------------------------------------------------------------------- predictive check
+MAX_PPC_DRAWS = 50  # posterior draws replayed through the model
+MAX_PPC_SITES = 3  # observed sites shown
+MAX_PPC_VALUES = 200_000  # observed values above which the check is left out (its cost)
+PPC_BUDGET_S = 20.0  # the replay stops (and the check is left out) after this many seconds
+PPC_CATEGORIES = 12  # a discrete site with at most this many values: bars, else a histogram
+
+
+@dataclass
+class Replicates:
+    """An observed site's data and its replicated data sets, ``(draws, *shape)``."""
+
+    site: str
+    observed: np.ndarray
+    replicated: np.ndarray
+    discrete: bool
+
+
+def ppc_engine(cmp: Comparison) -> str | None:
+    """The run to replay: ``exact`` if it has draws, else ``nuts``, else another MCMC run, else
+    another run with posterior draws; a run whose status is ``ok`` before an ``unreliable``
+    one."""
+
+    def has_draws(e: str) -> bool:
+        r = cmp.runs[e]
+        post = posterior_of(r)
+        return (
+            r.kind == "draws"
+            and post is not None
+            and post.sizes.get("chain", 0) * post.sizes.get("draw", 0) > 1
+        )
+
+    for status in ("ok", "unreliable"):
+        engines = [e for e in cmp.runs if cmp.runs[e].status == status and has_draws(e)]
+        mcmc = [e for e in engines if "sample_stats" in cmp.runs[e].idata.groups()]
+        for group in (["exact"], ["nuts"], mcmc, engines):
+            for e in group:
+                if e in engines:
+                    return e
+    return None
+
+
+def _registered_model(name: str) -> Any:
+    """The registered entry of a model (None for a comparison of an unregistered one); looked up
+    at call time, as the registry imports the reports."""
+    try:
+        return importlib.import_module("zoo").get_model(name)
+    except ValueError:
+        return None
+
+
+def replicate(
+    model: Any,
+    data: Mapping[str, Any],
+    run: Run,
+    *,
+    draws: int = MAX_PPC_DRAWS,
+    seed: int = 0,
+    budget_s: float = PPC_BUDGET_S,
+) -> list[Replicates] | None:
+    """Replicated data sets from ``draws`` posterior draws of ``run`` (evenly spaced over its
+    chains): the model run with its latent sites fixed to a draw, each observed site sampled
+    from its distribution there. Latent sites the run has no draws of are drawn from the model
+    (discrete sites an engine summed out); None where the check cannot be made: a continuous
+    latent site without draws (amortised guides), minibatched plates, non-numeric or very large
+    data, or a replay slower than ``budget_s``. Observed sites named ``x_0 .. x_T`` (one per
+    step of a sequence) are pooled into one; at most ``MAX_PPC_SITES`` groups are kept."""
+    post = posterior_of(run)
+    if post is None:
+        return None
+    first = trace_model(model, data)
+    latent, observed = {}, {}
+    for name, site in first.nodes.items():
+        if site["type"] != "sample":
+            continue
+        if site_is_subsample(site):
+            if int(site["value"].numel()) < int(getattr(site["fn"], "size", 0)):
+                return None  # a plate drawing minibatches: each draw sees other data
+            continue
+        if site["is_observed"]:
+            if site["infer"].get("_deterministic") or isinstance(site["fn"], dist.Delta):
+                continue
+            if isinstance(site["fn"], dist.Unit):
+                continue
+            observed[name] = site
+        else:
+            latent[name] = site
+    if not observed:
+        return None
+    for site in observed.values():
+        v = site["value"]
+        if not isinstance(v, torch.Tensor) or v.dtype.is_complex:
+            return None
+    if sum(int(s["value"].numel()) for s in observed.values()) > MAX_PPC_VALUES:
+        return None
+    fixed = [n for n in latent if n in post]
+    missing = [n for n in latent if n not in post and not latent[n]["fn"].support.is_discrete]
+    if missing:
+        return None
+    total = post.sizes["chain"] * post.sizes["draw"]
+    picks = np.unique(np.linspace(0, total - 1, min(draws, total)).round().astype(int))
+    values = {
+        n: np.asarray(post[n].values).reshape(total, *post[n].shape[2:])[picks] for n in fixed
+    }
+    start = time.perf_counter()
+    groups: dict[str, list[str]] = {}  # sites x_0 .. x_T (one per step): one group, pooled
+    for n in observed:
+        groups.setdefault(re.sub(r"_?\d+$", "", n) or n, []).append(n)
+    groups = dict(list(groups.items())[:MAX_PPC_SITES])
+    reps: dict[str, list[np.ndarray]] = {n: [] for names in groups.values() for n in names}
+    with seeded(seed):
+        for k in range(len(picks)):
+            given = {n: torch.as_tensor(values[n][k]).to(latent[n]["value"].dtype) for n in fixed}
+            trace = replay_one(model, data, given)
+            for n in reps:
+                site = trace.nodes[n]
+                y = site["fn"].sample().detach()
+                if y.shape != site["value"].shape:
+                    y = y.expand(site["value"].shape)
+                reps[n].append(y.cpu().numpy().astype(float))
+            if time.perf_counter() - start > budget_s:
+                return None
+    out = []
+    for names in groups.values():
+        obs = [observed[n]["value"].detach().cpu().numpy().astype(float) for n in names]
+        rep = [np.stack(reps[n]) for n in names]
+        if len(names) > 1:
+            obs = [np.concatenate([o.ravel() for o in obs])]
+            rep = [np.concatenate([r.reshape(len(r), -1) for r in rep], axis=1)]
+        out.append(
+            Replicates(
+                site=names[0] if len(names) == 1 else f"{names[0]} .. {names[-1]}",
+                observed=obs[0],
+                replicated=rep[0],
+                discrete=all(bool(observed[n]["fn"].support.is_discrete) for n in names),
+            )
+        )
+    return out
+
+
+def ppc_p_values(rep: Replicates) -> dict[str, float]:
+    """Posterior predictive p-values of the mean and the sd: the share of replicated data sets
+    whose statistic is at least the data's (near 0 or 1: the model misses that feature)."""
+    y = rep.observed.ravel()
+    yr = rep.replicated.reshape(len(rep.replicated), -1)
+    out = {}
+    for name, stat in (("mean", np.mean), ("sd", np.std)):
+        t_obs, t_rep = stat(y), stat(yr, axis=1)
+        out[name] = float(np.mean(t_rep >= t_obs))
+    return out
+
+
+def _scott(x: np.ndarray) -> float:
+    """Scott's bandwidth of draws ``x`` (positive even for constant draws)."""
+    x = x[np.isfinite(x)]
+    sd = float(np.std(x)) if x.size > 1 else 0.0
+    return max(sd, 1e-9) * max(x.size, 1) ** -0.2
+
+
+def binned_kde(x: np.ndarray, grid: np.ndarray, width: float) -> np.ndarray:
+    """A Gaussian kernel density of ``x`` on an evenly spaced ``grid``: the draws binned onto
+    the grid, then smoothed (cost linear in the draws, not draws x grid points)."""
+    x = x[np.isfinite(x)]
+    step = grid[1] - grid[0]
+    edges = np.concatenate([grid - step / 2, [grid[-1] + step / 2]])
+    counts = np.histogram(x, bins=edges)[0].astype(float)
+    half = int(min(np.ceil(4 * width / step), 4 * len(grid)))
+    offsets = np.arange(-half, half + 1) * step
+    kernel = np.exp(-0.5 * (offsets / width) ** 2) / (width * np.sqrt(2 * np.pi))
+    dens = np.convolve(counts, kernel)[half : half + len(grid)]
+    return dens / max(x.size, 1)
+
+
+def _ppc_panel(ax: Any, rep: Replicates, color: str) -> None:
+    y = rep.observed.ravel()
+    yr = rep.replicated.reshape(len(rep.replicated), -1)
+    values = np.unique(np.concatenate([y, yr.ravel()]))
+    if rep.discrete and len(values) <= PPC_CATEGORIES:
+        share_obs = np.array([(y == v).mean() for v in values])
+        share_rep = np.stack([(yr == v).mean(1) for v in values], 1)  # (draws, K)
+        x = np.arange(len(values))
+        ax.bar(x, share_obs, color="#d0d5da", edgecolor="black", lw=1.0, label="data", zorder=1)
+        lo, mid, hi = np.percentile(share_rep, [5, 50, 95], axis=0)
+        ax.errorbar(
+            x,
+            mid,
+            yerr=[mid - lo, hi - mid],
+            fmt="o",
+            color=color,
+            ms=4,
+            capsize=3,
+            label="replicated (median, 90%)",
+            zorder=3,
+        )
+        ax.set_xticks(x, [f"{v:g}" for v in values], fontsize=8)
+        ax.set_ylabel("share of observations", fontsize=8)
+        return
+    if rep.discrete:
+        lo, hi = float(values.min()), float(values.max())
+        bins = np.arange(lo - 0.5, hi + 1.5, max(1.0, np.ceil((hi - lo + 1) / 60)))
+        for r in yr:
+            ax.hist(r, bins=bins, density=True, histtype="step", color=color, alpha=0.15, lw=0.8)
+        ax.hist(y, bins=bins, density=True, histtype="step", color="black", lw=1.8)
+    else:
+        finite = np.concatenate([y, yr.ravel()])
+        finite = finite[np.isfinite(finite)]
+        lo, hi = np.quantile(finite, [0.005, 0.995])
+        pad = 0.05 * (hi - lo) if hi > lo else 0.5
+        grid = np.linspace(lo - pad, hi + pad, 256)
+        width = _scott(y) if y.size > 1 and np.ptp(y) > 0 else _scott(yr.ravel())
+        for r in yr:
+            ax.plot(grid, binned_kde(r, grid, width), color=color, alpha=0.15, lw=0.8)
+        if y.size > 1 and np.ptp(y) > 0:
+            ax.plot(grid, binned_kde(y, grid, width), color="black", lw=2.0)
+        else:
+            ax.axvline(float(y[0]), color="black", lw=2.0)
+        ax.set_ylim(bottom=0)
+    ax.set_ylabel("density", fontsize=8)
+    ax.legend(
+        [Line2D([], [], color="black", lw=2.0), Line2D([], [], color=color, alpha=0.5, lw=1)],
+        ["data", "replicated"],
+        fontsize=7,
+        frameon=False,
+    )
+
+
+def ppc_figure(cmp: Comparison, colors: Mapping[str, str]) -> FigureImage | None:
+    """Posterior predictive check: the data's distribution against data sets replicated from
+    the best run's posterior draws (``exact``, else ``nuts``, else MCMC); None where the model
+    cannot be replayed (see :func:`replicate`)."""
+    engine = ppc_engine(cmp)
+    entry = _registered_model(cmp.model.name) if engine else None
+    if entry is None:
+        return None
+    run = cmp.runs[engine]
+    data = {**cmp.data, **run.model_data}
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            reps = replicate(entry.model, data, run, seed=cmp.seed)
+    except Exception:  # noqa: BLE001 - a model that cannot be replayed gets no check
+        return None
+    if not reps:
+        return None
+    color = colors.get(engine, _PALETTE[0])
+    fig = Figure(figsize=(4.4 * len(reps), 3.0))
+    notes = []
+    for i, rep in enumerate(reps):
+        ax = fig.add_subplot(1, len(reps), i + 1)
+        _ppc_panel(ax, rep, color)
+        p = ppc_p_values(rep)
+        ax.set_title(
+            f"{rep.site}: p(mean) {p['mean']:.2f}, p(sd) {p['sd']:.2f}", fontsize=9, loc="left"
+        )
+        pooled = f" (all {rep.observed.size} values pooled)" if rep.observed.ndim > 1 else ""
+        ax.set_xlabel(rep.site + pooled, fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.spines[["top", "right"]].set_visible(False)
+        notes.append(f"{rep.site} ({rep.observed.size} values)")
+    fig.tight_layout()
+    n = len(reps[0].replicated)
+    caption = (
+        f"The data (black) against {n} data sets replicated from {engine}'s posterior draws "
+        f"(each draw run through the model; {', '.join(notes)}). p(mean), p(sd): the share of "
+        "replicated data sets whose mean (sd) is at least the data's; near 0 or 1, the model "
+        "misses that feature of the data."
+    )
+    if run.status != "ok":
+        caption += f" No engine's run was reliable: {engine}'s is {run.status} ({run.caveat})."
+    return FigureImage("ppc", "Posterior predictive check", caption, to_base64_png(fig))
+
+
+# --------------------------------------------------------------------------- LOO / WAIC
+MIN_LOO_DRAWS = 20  # a run with fewer posterior draws gets no LOO
+
+
+def _pointwise_idata(run: Run) -> Any:
+    """The run's InferenceData for LOO: itself when it holds one log-likelihood variable, else
+    one whose single variable concatenates every observed site's pointwise values."""
+    ll = run.idata.log_likelihood
+    names = list(ll.data_vars)
+    if len(names) == 1:
+        return run.idata
+    c, d = ll.sizes["chain"], ll.sizes["draw"]
+    joined = np.concatenate([np.asarray(ll[v].values).reshape(c, d, -1) for v in names], axis=2)
+    post = {k: np.asarray(v.values) for k, v in run.idata.posterior.data_vars.items()}
+    with _quiet():
+        return arviz().from_dict(posterior=post, log_likelihood={"+".join(names): joined})
+
+
+def _ranked(elpd: Mapping[str, Any]) -> pd.DataFrame:
+    """ArviZ ``compare``'s columns for runs it could not compare: ranked by elpd_loo, stacking
+    weight and dse unknown (NaN) unless there is one run."""
+    one = len(elpd) == 1
+    table = pd.DataFrame(
+        {
+            "elpd_loo": [float(v.elpd_loo) for v in elpd.values()],
+            "p_loo": [float(v.p_loo) for v in elpd.values()],
+            "se": [float(v.se) for v in elpd.values()],
+            "weight": 1.0 if one else np.nan,
+            "dse": 0.0 if one else np.nan,
+        },
+        index=list(elpd),
+    ).sort_values("elpd_loo", ascending=False, na_position="last")
+    table["rank"] = np.arange(len(table))
+    table["elpd_diff"] = table["elpd_loo"].iloc[0] - table["elpd_loo"]
+    return table
+
+
+def loo_comparison(cmp: Comparison) -> dict[str, Any] | None:
+    """PSIS-LOO and WAIC of every run with a pointwise log-likelihood and posterior draws,
+    ranked by ArviZ ``compare`` (elpd_loo, p_loo, se, elpd_diff, dse, stacking weight), with
+    each run's Pareto k-hat warnings in words. None when fewer than one run qualifies."""
+    az = arviz()
+    elpd: dict[str, Any] = {}
+    extra: dict[str, dict[str, Any]] = {}
+    for engine, run in cmp.runs.items():
+        if not run.ok or run.kind != "draws" or run.idata is None:
+            continue
+        if "log_likelihood" not in run.idata.groups() or not run.idata.log_likelihood.data_vars:
+            continue
+        ll = run.idata.log_likelihood
+        if ll.sizes.get("chain", 0) * ll.sizes.get("draw", 0) < MIN_LOO_DRAWS:
+            continue
+        try:
+            idata = _pointwise_idata(run)
+            with _quiet(), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                loo = az.loo(idata, pointwise=True)
+                waic = az.waic(idata, pointwise=True)
+        except Exception:  # noqa: BLE001 - a run whose LOO cannot be computed is left out
+            continue
+        k = np.asarray(loo.pareto_k).ravel()
+        good_k = float(getattr(loo, "good_k", 0.7) or 0.7)
+        elpd[engine] = loo
+        extra[engine] = {
+            "elpd_waic": float(waic.elpd_waic),
+            "p_waic": float(waic.p_waic),
+            "waic_se": float(waic.se),
+            "n_obs": int(k.size),
+            "k_bad": int(np.sum(k > good_k)),
+            "k_max": float(np.nanmax(k)) if k.size else float("nan"),
+            "good_k": good_k,
+            "variables": list(run.idata.log_likelihood.data_vars),
+        }
+    if not elpd:
+        return None
+    table = None
+    if len(elpd) > 1:
+        try:
+            with _quiet(), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                table = az.compare(elpd, ic="loo")
+        except Exception:  # noqa: BLE001 - without compare: ranked by elpd, no weights
+            table = None
+    if table is None:
+        table = _ranked(elpd)
+    rows, warns = [], []
+    for engine, r in table.iterrows():
+        e = extra[str(engine)]
+        rows.append(
+            {
+                "engine": str(engine),
+                "rank": int(r["rank"]),
+                "elpd_loo": float(r["elpd_loo"]),
+                "se": float(r["se"]),
+                "p_loo": float(r["p_loo"]),
+                "elpd_diff": float(r["elpd_diff"]),
+                "dse": float(r["dse"]),
+                "weight": float(r["weight"]),
+                **e,
+            }
+        )
+        if e["k_bad"]:
+            warns.append(
+                f"k\u0302 > {e['good_k']:.2g} at {e['k_bad']} of {e['n_obs']} observations"
+                + (f" (max {e['k_max']:.2f})" if np.isfinite(e["k_max"]) else "")
+                + f": LOO unreliable for {engine}"
+            )
+    observed = sorted({v for e in extra.values() for v in e["variables"]})
+    return {"rows": rows, "warnings": warns, "observed": observed}
+
+
+# --------------------------------------------------------------------------- rendered math
+MATH_DPI = 200  # math images are drawn at twice the size they are shown
+MATH_POINTS = 13  # their font size
+
+
+def render_math(latex: str, dpi: int = MATH_DPI) -> dict[str, Any]:
+    """One line of LaTeX (without ``$``) as a PNG by matplotlib's mathtext: ``{"latex", "png"
+    (base64), "width", "height"}`` (the size to show, half the drawn pixels). A line mathtext
+    cannot parse raises ValueError."""
+    buf = io.BytesIO()
+    with matplotlib.rc_context({"mathtext.fontset": "cm"}):
+        mathtext.math_to_image(
+            f"${latex}$",
+            buf,
+            prop=FontProperties(size=MATH_POINTS),
+            dpi=dpi,
+            format="png",
+            color="#1d232a",
+        )
+    raw = buf.getvalue()
+    width, height = struct.unpack(">II", raw[16:24])
+    return {
+        "latex": latex,
+        "png": base64.b64encode(raw).decode("ascii"),
+        "width": max(1, round(width * 100 / dpi)),
+        "height": max(1, round(height * 100 / dpi)),
+    }
+
+
+def math_images(lines: Sequence[str]) -> list[dict[str, Any]]:
+    """A model's generative story as rendered lines; empty (the page shows the docstring) if
+    any line does not parse."""
+    try:
+        return [render_math(line) for line in lines]
+    except ValueError:
+        return []
+
+
+_DATA_NOTE = re.compile(r"(?:^|\s)(Default data:.*?)(?:\n\s*\n|$)", re.S)
+
+
+def data_provenance(doc: str) -> str | None:
+    """The paragraph of a model's docstring that says where its default data come from
+    (``Default data: ...``), joined into one line; None if it has none."""
+    m = _DATA_NOTE.search(doc or "")
+    return " ".join(m.group(1).replace("``", "").split()) if m else None
+
+
+# --------------------------------------------------------------------------- page hook
+def page_extras(cmp: Comparison, *, figures: bool = True) -> dict[str, Any]:
+    """The model page's forest plot, posterior predictive check, LOO/WAIC table, rendered math
+    and data provenance, as context keys ``forest``, ``ppc``, ``loo``, ``math``,
+    ``provenance`` (``forest``/``ppc`` None and ``math`` empty when ``figures`` is False)."""
+    colors = engine_colors(cmp.runs)
+    return {
+        "forest": forest_figure(cmp, colors) if figures else None,
+        "ppc": ppc_figure(cmp, colors) if figures else None,
+        "loo": loo_comparison(cmp),
+        "math": math_images(cmp.model.math) if figures else [],
+        "provenance": data_provenance(cmp.model.doc),
+    }

@@ -40,6 +40,106 @@ MODEL_SCORES = {
 }
 
 
+# ---------------------------------------------------------------- honest statuses
+# A run is ``ok`` in a report only when its own diagnostics say its numbers can be used; any
+# one of these makes it ``unreliable`` (the reason in words beside it). They are the one place
+# the report decides a status (an engine may already have set ``unreliable`` itself: importance
+# weights, ``inference.importance``; a report never upgrades a status).
+MAX_R_HAT = 1.01  # rank-normalised split R-hat (Vehtari et al. 2021): above, the chains disagree
+MIN_ESS = 100.0  # bulk ESS of the worst parameter (and the importance weights' ESS): below, the
+# Monte-Carlo error of a mean is above 0.1 posterior sd and R-hat itself is unreliable
+MAX_DIVERGENCES = 0  # any divergent transition: the sampler may miss part of the posterior
+MAX_PARETO_K = 0.7  # PSIS k-hat of importance weights (a guide's, or importance sampling's)
+ELBO_WINDOW = 0.1  # the ELBO's last 10% of steps are compared with the 10% before them
+ELBO_MIN_WINDOW = 5  # steps in a window: shorter traces are not judged
+ELBO_RISE = 0.01  # still rising by more than 1% of its rise over the whole run ...
+ELBO_NOISE_Z = 3.0  # ... and by more than 3 standard errors of the windows' means: unconverged
+
+
+@dataclass(frozen=True)
+class Assessment:
+    """A run's status in a report: ``ok``, ``unreliable`` or ``failed``; ``reasons`` in words
+    (the engine's own caveat first) and ``flags``, short codes of the failed checks (``r_hat``,
+    ``ess``, ``divergences``, ``pareto_k``, ``elbo``, ``caveat``)."""
+
+    status: str
+    reasons: tuple[str, ...] = ()
+    flags: tuple[str, ...] = ()
+
+    @property
+    def caveat(self) -> str | None:
+        return "; ".join(self.reasons) or None
+
+
+def elbo_rise(trace: Sequence[float]) -> tuple[float, float, float] | None:
+    """``(rise, total, se)`` of an ELBO trace: the mean of its last :data:`ELBO_WINDOW` of steps
+    minus the mean of the window before, the rise of the last window over the first, and the
+    standard error of ``rise`` from the windows' spread; None for a trace too short to judge."""
+    y = np.asarray([v for v in trace if _finite(v)], dtype=float)
+    w = int(len(y) * ELBO_WINDOW)
+    if w < ELBO_MIN_WINDOW:
+        return None
+    last, before, first = y[-w:], y[-2 * w : -w], y[:w]
+    se = math.sqrt((last.var(ddof=1) + before.var(ddof=1)) / w)
+    return float(last.mean() - before.mean()), float(last.mean() - first.mean()), se
+
+
+def assess(run: Run) -> Assessment:
+    """The status a report shows for ``run``: the checks of :data:`MAX_R_HAT`,
+    :data:`MIN_ESS`, :data:`MAX_DIVERGENCES`, :data:`MAX_PARETO_K` and the ELBO's convergence
+    (:func:`elbo_rise`) on the diagnostics the run has; a run without any is ``ok``."""
+    if not run.ok:
+        return Assessment("failed", (str(run.error or "failed"),), ("failed",))
+    d = run.diagnostics
+    reasons: list[str] = []
+    flags: list[str] = []
+    if run.status == "unreliable":
+        reasons.append(str(run.caveat or "the engine marked its numbers unreliable"))
+        flags.append("caveat")
+    rhat = d.get("max_r_hat")
+    if _finite(rhat) and float(rhat) > MAX_R_HAT:
+        reasons.append(f"R\u0302 {float(rhat):.2f} > {MAX_R_HAT}: the chains disagree")
+        flags.append("r_hat")
+    ess = d.get("min_ess_bulk")
+    if _finite(ess) and float(ess) < MIN_ESS:
+        reasons.append(f"min bulk ESS {float(ess):.0f} < {MIN_ESS:.0f}: too few effective draws")
+        flags.append("ess")
+    div = d.get("divergences")
+    if _finite(div) and int(div) > MAX_DIVERGENCES:
+        n = int(div)
+        reasons.append(
+            f"{n} divergent transition{'' if n == 1 else 's'}: the sampler may miss part of "
+            "the posterior"
+        )
+        flags.append("divergences")
+    k = d.get("pareto_k")
+    if _finite(k) and float(k) > MAX_PARETO_K and run.kind != "point" and "caveat" not in flags:
+        which = "median per-data-point " if _finite(d.get("pareto_k_share_above_0_7")) else ""
+        q = "the guide" if d.get("proposal") is None else f"the proposal ({d['proposal']})"
+        reasons.append(
+            f"{which}Pareto k\u0302 {float(k):.2f} > {MAX_PARETO_K}: {q} misses part of the "
+            "posterior"
+        )
+        flags.append("pareto_k")
+    weights_ess = d.get("ess")
+    if _finite(weights_ess) and float(weights_ess) < MIN_ESS and "caveat" not in flags:
+        reasons.append(f"importance weights' ESS {float(weights_ess):.0f} < {MIN_ESS:.0f}")
+        flags.append("ess")
+    rise = elbo_rise(run.traces.get("elbo", ()))
+    if rise is not None:
+        up, total, se = rise
+        if up > ELBO_NOISE_Z * se and up > ELBO_RISE * abs(total):
+            pct = f" ({up / total:.0%} of its rise over the run)" if total > 0 else ""
+            reasons.append(
+                f"the ELBO still rose by {up:.3g}{pct} over the last {ELBO_WINDOW:.0%} of "
+                "steps: not converged"
+            )
+            flags.append("elbo")
+    if not reasons:
+        return Assessment("ok")
+    return Assessment("unreliable", tuple(reasons), tuple(dict.fromkeys(flags)))
+
+
 @dataclass(frozen=True)
 class Finding:
     """One sentence about one engine (``engine`` None: about the model)."""
@@ -50,6 +150,11 @@ class Finding:
     topic: str
     level: str  # good | info | warn | bad
     text: str
+    # how far the engine is from the truth (or the reference), in posterior sds: the mean's
+    # |mean - truth| / truth sd, an sd's |sd / truth sd - 1|; 0 where nothing was measured
+    score: float = 0.0
+    # what an accuracy finding measured: mean_off | sd_under | sd_over | agree | too_few
+    measure: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -130,7 +235,7 @@ def _ok(run: Run | None) -> bool:
     return run is None or run.ok
 
 
-def _reference_engine(runs: Mapping[str, Run]) -> str | None:
+def reference_engine(runs: Mapping[str, Run]) -> str | None:
     """With no ground truth: the converged MCMC run with most effective draws, if any. Neither a
     variant that runs the model under other arguments nor an unreliable run serves."""
     best, best_ess = None, -1.0
@@ -167,7 +272,7 @@ def findings(
     )
     ref_name = None
     if not has_truth and runs:
-        ref_name = _reference_engine(runs)
+        ref_name = reference_engine(runs)
         if ref_name is not None:
             table = _with_reference(table, ref_name)
             d = runs[ref_name].diagnostics
@@ -188,8 +293,9 @@ def findings(
             text = f"{engine} failed. {explain_failure(run.error)} The error: {run.error}"
             out.append(Finding(engine, "failed", "bad", text))
             continue
-        if run is not None and run.status == "unreliable":
-            text = f"{engine}'s numbers are unreliable: {run.caveat}"
+        verdict = assess(run) if run is not None else Assessment("ok")
+        if verdict.status == "unreliable":
+            text = f"{engine}'s numbers are unreliable: {verdict.caveat}"
             out.append(Finding(engine, "unreliable", "bad", text.rstrip(".") + "."))
         fixed = run.model_data if run is not None else {}
         if fixed:
@@ -372,7 +478,8 @@ def _accuracy(
         )
         if more:
             text += f"; {more} more parameter{'s' if more > 1 else ''} also off by more than noise"
-        out.append(Finding(engine, "accuracy", "bad" if err >= 1 else "warn", text + "."))
+        level = "bad" if err >= 1 else "warn"
+        out.append(Finding(engine, "accuracy", level, text + ".", err, "mean_off"))
 
     # sds: sd / truth_sd - 1 against max(SD_TOL, NOISE_Z * sqrt(1 / (2 n_eff)))
     cont = [r for r in spread if row_site(r[0]) not in discrete and _finite(r[2])]
@@ -392,6 +499,8 @@ def _accuracy(
                     "accuracy",
                     level,
                     f"{engine} {word}-estimates {_listing(parts)} against {label}.",
+                    abs(chosen[0][0]),
+                    f"sd_{word}",
                 )
             )
     if bad_mean and (sig or not cont):
@@ -408,7 +517,7 @@ def _accuracy(
             f"{fewest:.0f}): means within {worst:.2f} posterior sd, sds within {pct} of {label} "
             f"{where}, all within its Monte-Carlo noise"
         )
-        out.append(Finding(engine, "accuracy", "warn", text + "."))
+        out.append(Finding(engine, "accuracy", "warn", text + ".", measure="too_few"))
         return out
     if not bad_mean and cont and not sig:
         if len(cont) == len(spread):
@@ -422,7 +531,8 @@ def _accuracy(
         text = f"{engine}'s posterior means are within {worst:.2f} posterior sd of {label} {where}"
     else:
         text = f"{engine}'s sds are within {pct} of {label} {sd_where}"
-    out.append(Finding(engine, "accuracy", "good", text + "."))
+    measure = "agree" if not bad_mean and not sig else None
+    out.append(Finding(engine, "accuracy", "good", text + ".", measure=measure))
     return out
 
 
@@ -509,7 +619,8 @@ def _sampler(engine: str, run: Run) -> list[Finding]:
         text = f"{engine}: " + ", ".join(parts) + (" \u2014 " + "; ".join(notes) if notes else "")
         out.append(Finding(engine, "mcmc", level, text + "."))
     k = d.get("pareto_k")
-    if _finite(k) and run.status != "unreliable":  # an unreliable run's caveat says it already
+    # an unreliable run's caveat says it already
+    if _finite(k) and run.status != "unreliable" and "pareto_k" not in assess(run).flags:
         k = float(k)
         proposal = d.get("proposal")  # importance sampling: the proposal it weighted
         q = "the guide" if proposal is None else f"the proposal ({proposal})"
@@ -582,3 +693,209 @@ def explain_failure(error: str | None) -> str:
         if needle in text:
             return plain
     return "The engine stopped with an error while it ran."
+
+
+# ---------------------------------------------------------------- ranking on a page
+TOP_FINDINGS = 5  # at most this many findings first on a model page ...
+MIN_TOP = 3  # ... and at least this many (when there are)
+DISTANCE_MEASURES = ("mean_off", "sd_under", "sd_over")
+
+
+def _tier(f: Finding) -> int:
+    """0: an engine off the truth beyond noise; 1: a failed or unreliable run (or what the
+    accuracy is measured against); 2: other warnings; 3: agreement; 4: the rest."""
+    if f.topic == "accuracy" and f.measure in DISTANCE_MEASURES:
+        return 0
+    if f.topic in ("failed", "unreliable", "reference"):
+        return 1
+    if f.level in ("bad", "warn"):
+        return 2
+    return 3 if f.level == "good" else 4
+
+
+def rank_findings(
+    found: Sequence[Finding], top: int = TOP_FINDINGS, least: int = MIN_TOP
+) -> tuple[list[Finding], list[dict[str, Any]]]:
+    """The findings that matter first, and the rest grouped per engine.
+
+    First: the engines furthest from the truth (or the reference) in posterior sds
+    (:attr:`Finding.score`, largest first), then failed and unreliable runs, then other
+    warnings; at most ``top`` of them, filled up to ``least`` with the next (agreement). The
+    rest: ``[{"engine": name or None, "level": worst level, "findings": [...]}]`` in the
+    engines' order (None, the model's own findings, first)."""
+    order = sorted(range(len(found)), key=lambda i: (_tier(found[i]), -found[i].score, i))
+    urgent = sum(_tier(found[i]) <= 2 for i in order)
+    chosen = set(order[: min(top, max(least, urgent))])
+    first = [found[i] for i in sorted(chosen, key=order.index)]
+    groups: dict[str | None, list[Finding]] = {}
+    for i, f in enumerate(found):
+        if i not in chosen:
+            groups.setdefault(f.engine, []).append(f)
+    keys = sorted(groups, key=lambda e: e is not None)  # stable: the model's own first
+    rest = [
+        {
+            "engine": e,
+            "level": max((f.level for f in groups[e]), key=LEVELS.index),
+            "findings": groups[e],
+        }
+        for e in keys
+    ]
+    return first, rest
+
+
+def accuracy_measures(found: Sequence[Finding], engine: str) -> dict[str, float | None]:
+    """An engine's distances from the truth its findings measured: the worst mean error beyond
+    noise (posterior sds) and the largest under- and over-estimate of an sd beyond noise
+    (relative); None where none was found."""
+    out: dict[str, float | None] = dict.fromkeys(DISTANCE_MEASURES)
+    for f in found:
+        if f.engine == engine and f.topic == "accuracy" and f.measure in out:
+            out[f.measure] = max(out[f.measure] or 0.0, f.score)
+    return out
+
+
+# ---------------------------------------------------------------- across the zoo
+FLAG_WORDS = {
+    "caveat": "the engine's own check",
+    "r_hat": f"R\u0302 > {MAX_R_HAT}",
+    "ess": f"ESS < {MIN_ESS:.0f}",
+    "divergences": "divergences",
+    "pareto_k": f"Pareto k\u0302 > {MAX_PARETO_K}",
+    "elbo": "ELBO not converged",
+}
+
+
+BIG_MODEL = 10  # parameters (posterior table rows): where samplers such as MH stop mixing
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def _pct_range(values: Sequence[float]) -> str:
+    lo, hi = min(values), max(values)
+    if _pct(lo) == _pct(hi):
+        return _pct(hi)
+    return f"{_pct(lo).rstrip('%')}\u2013{_pct(hi)}"
+
+
+def _engine_order(models: Sequence[Mapping[str, Any]], generic: Sequence[str]) -> list[str]:
+    seen = {e for m in models for e in m.get("engines", {})}
+    return [e for e in generic if e in seen] + sorted(seen - set(generic))
+
+
+def zoo_findings(models: Sequence[Mapping[str, Any]], generic: Sequence[str] = ()) -> list[Finding]:
+    """Where each engine wins and fails across the zoo, from the models' index lines
+    (``reports.model_summary``): one line per engine (agreement with the truth, sds under- or
+    over-estimated, means off, unreliable runs and why, failures), then which engine is the
+    fastest that agrees with the truth and which has the most effective draws per second.
+    ``generic`` orders the engines (the rest follow by name)."""
+    out: list[Finding] = []
+    for engine in _engine_order(models, generic):
+        cells = [(m["name"], m["engines"][engine]) for m in models if engine in m["engines"]]
+        n = len(cells)
+        failed = [name for name, c in cells if c.get("status") == "failed"]
+        ran = [(name, c) for name, c in cells if c.get("status") != "failed"]
+        judged = [(name, c) for name, c in ran if c.get("accuracy")]
+        agree = [name for name, c in judged if c.get("accuracy") == "good"]
+        parts: list[str] = []
+        level = "good"
+        if judged:
+            parts.append(f"agrees with the truth on {len(agree)} of {_count(len(judged), 'model')}")
+            if len(agree) < len(judged):
+                level = "warn" if 2 * len(agree) >= len(judged) else "bad"
+        for key, word in (("sd_under", "under"), ("sd_over", "over")):
+            vals = [float(c[key]) for _, c in judged if _finite(c.get(key))]
+            if vals:
+                parts.append(
+                    f"{word}-estimates posterior sds on {len(vals)} of {len(judged)}, "
+                    f"by {_pct_range(vals)}"
+                )
+                level = max(level, "warn", key=LEVELS.index)
+        means = [float(c["mean_off"]) for _, c in judged if _finite(c.get("mean_off"))]
+        if means:
+            parts.append(
+                f"means off by more than noise on {len(means)} of {len(judged)} (up to "
+                f"{max(means):.2f} posterior sd)"
+            )
+            level = max(level, "warn", key=LEVELS.index)
+        unreliable = [(name, c) for name, c in ran if c.get("status") == "unreliable"]
+        if unreliable:
+            flags: dict[str, int] = {}
+            for _, c in unreliable:
+                for flag in c.get("flags") or ("caveat",):
+                    flags[flag] = flags.get(flag, 0) + 1
+            why = ", ".join(f"{FLAG_WORDS.get(f, f)} on {k}" for f, k in flags.items())
+            parts.append(f"unreliable on {len(unreliable)} of {_count(n, 'model')} ({why})")
+            level = "bad" if 2 * len(unreliable) > n else max(level, "warn", key=LEVELS.index)
+            by_size = _by_dimension(models, ran, {name for name, _ in unreliable})
+            if by_size:
+                parts.append(by_size)
+        if failed:
+            parts.append(f"failed on {len(failed)} of {_count(n, 'model')} ({_listing(failed)})")
+            level = "bad"
+        if not parts:
+            parts.append(f"ran on {_count(n, 'model')}; nothing to judge it against")
+            level = "info"
+        out.append(Finding(engine, "zoo", level, f"{engine}: " + "; ".join(parts) + "."))
+    out += _zoo_wins(models, generic)
+    return out
+
+
+def _by_dimension(
+    models: Sequence[Mapping[str, Any]], ran: Sequence[tuple[str, Any]], bad: set[str]
+) -> str | None:
+    """ "unreliable on all 4 models with more than 10 parameters, 1 of 6 with fewer", when an
+    engine fails more often on the larger models (``parameters`` of the index lines)."""
+    dims = {m["name"]: m.get("parameters") for m in models}
+    big = [name for name, _ in ran if _finite(dims.get(name)) and dims[name] > BIG_MODEL]
+    small = [name for name, _ in ran if _finite(dims.get(name)) and dims[name] <= BIG_MODEL]
+    if not big or not small:
+        return None
+    nb, ns = sum(x in bad for x in big), sum(x in bad for x in small)
+    if nb * len(small) <= ns * len(big):
+        return None
+    return (
+        f"{nb} of the {_count(len(big), 'model')} with more than {BIG_MODEL} parameters, "
+        f"{ns} of the {len(small)} with at most {BIG_MODEL}"
+    )
+
+
+def _zoo_wins(models: Sequence[Mapping[str, Any]], generic: Sequence[str]) -> list[Finding]:
+    """Per model, the fastest generic engine that is ok and agrees with the truth, and the
+    sampler with the most effective draws per second; counted per engine."""
+    fastest: dict[str, list[str]] = {}
+    per_s: dict[str, list[str]] = {}
+    contests = 0
+    for m in models:
+        ok = {
+            e: c
+            for e, c in m["engines"].items()
+            if c.get("status") == "ok" and (not generic or e in generic)
+        }
+        good = {e: c for e, c in ok.items() if c.get("accuracy") == "good"}
+        timed = {e: c for e, c in good.items() if _finite(c.get("wall_time_s"))}
+        if timed:
+            best = min(timed, key=lambda e: float(timed[e]["wall_time_s"]))
+            fastest.setdefault(best, []).append(m["name"])
+        rated = {e: c for e, c in ok.items() if _finite(c.get("ess_per_s"))}
+        if len(rated) >= 2:
+            contests += 1
+            best = max(rated, key=lambda e: float(rated[e]["ess_per_s"]))
+            per_s.setdefault(best, []).append(m["name"])
+    out = []
+    if fastest:
+        ranked = sorted(fastest, key=lambda e: -len(fastest[e]))
+        text = "Fastest engine that is ok and agrees with the truth: " + "; ".join(
+            f"{e} on {_count(len(fastest[e]), 'model')} ({_listing(fastest[e])})" for e in ranked
+        )
+        out.append(Finding(None, "zoo", "info", text + "."))
+    if per_s:
+        ranked = sorted(per_s, key=lambda e: -len(per_s[e]))
+        text = (
+            f"Most effective draws per second among the samplers that are ok, on the "
+            f"{_count(contests, 'model')} where two or more are: "
+            + "; ".join(f"{e} on {len(per_s[e])}" for e in ranked)
+        )
+        out.append(Finding(None, "zoo", "info", text + "."))
+    return out

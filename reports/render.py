@@ -7,10 +7,13 @@ JSON and the CSV are all written from that data, so the numbers agree everywhere
 
 from __future__ import annotations
 
+import ast
 import functools
 import io
 import math
+import os
 import platform
+import shlex
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from importlib.metadata import PackageNotFoundError, version
@@ -20,20 +23,32 @@ import jinja2
 import numpy as np
 import pandas as pd
 
+from inference.engines import GENERIC_ENGINES
 from inference.results import Comparison, Run
 from inference.serialize import dumps, frame_records, run_record
 
-from .figures import FigureImage, model_figures
+from .figures import FigureImage, model_figures, page_extras
 from .findings import (
+    ELBO_RISE,
+    ELBO_WINDOW,
+    MAX_DIVERGENCES,
+    MAX_PARETO_K,
+    MAX_R_HAT,
+    MIN_ESS,
     MODEL_SCORES,
     Finding,
     accuracy_level,
+    accuracy_measures,
+    assess,
     explain_failure,
     findings,
     model_scores,
+    rank_findings,
+    reference_engine,
     row_site,
     table_engines,
     worst_error,
+    zoo_findings,
 )
 
 ERROR_GOOD = 0.25  # |mean - truth| / truth_sd below this: green in the tables
@@ -42,6 +57,7 @@ MAX_TABLE_ROWS = 60  # posterior table rows on a page (all of them are in the CS
 MAX_JSON_DATA_VALUES = 100_000  # a model's data goes into its JSON up to this many numbers
 RUN_COLUMNS = (
     "status",
+    "engine_status",
     "wall_time_s",
     "ess_per_s",
     "min_ess_bulk",
@@ -52,10 +68,24 @@ RUN_COLUMNS = (
     "log_evidence",
     "worst_error",
     "accuracy",
+    "mean_off",
+    "sd_under",
+    "sd_over",
+    "flags",
     "error",
     "caveat",
     "explanation",
 )
+REFERENCE_COLUMN = "reference"  # the index's one column for a model's own algorithms
+# The thresholds of an honest status, as the pages state them (reports.findings decides)
+THRESHOLDS = {
+    "max_r_hat": MAX_R_HAT,
+    "min_ess": MIN_ESS,
+    "max_divergences": MAX_DIVERGENCES,
+    "max_pareto_k": MAX_PARETO_K,
+    "elbo_window": ELBO_WINDOW,
+    "elbo_rise": ELBO_RISE,
+}
 
 
 # --------------------------------------------------------------------------- environment
@@ -154,13 +184,24 @@ def now_utc() -> str:
 
 @functools.lru_cache(maxsize=1)
 def versions() -> dict[str, str]:
+    """Versions of Python and of the packages the numbers depend on."""
     out = {"python": platform.python_version()}
-    for pkg in ("pyro-zoo", "pyro-ppl", "torch", "arviz", "numpy"):
+    for pkg in ("pyro-zoo", "pyro-ppl", "torch", "arviz", "numpy", "scipy", "scikit-learn"):
         try:
             out[pkg] = version(pkg)
         except PackageNotFoundError:
             pass
     return out
+
+
+@functools.lru_cache(maxsize=1)
+def machine() -> dict[str, str]:
+    """The machine that rendered the report (and, unless a cluster ran them, ran the engines)."""
+    return {
+        "platform": platform.platform(),
+        "processor": platform.machine() or "unknown",
+        "cores": str(os.cpu_count() or "unknown"),
+    }
 
 
 # --------------------------------------------------------------------------- model data
@@ -225,12 +266,18 @@ def run_row(
     acc = d.get("acceptance_rate")
     if isinstance(acc, (list, tuple)) and acc:
         acc = float(np.mean(acc))
+    verdict = assess(run)
     return {
         "engine": engine,
-        "status": run.status,
+        # the report's status (reports.findings.assess): ok only where the run's own
+        # diagnostics pass; the engine's own status beside it
+        "status": verdict.status,
+        "engine_status": run.status,
+        "reasons": list(verdict.reasons),
+        "flags": list(verdict.flags),
         "ok": run.ok,
         "error": run.error,
-        "caveat": run.caveat,
+        "caveat": verdict.caveat if run.ok else None,
         "wall_time_s": wall,
         "ess_per_s": float(ess) / float(wall) if _finite(ess) and _finite(wall) and wall else None,
         "min_ess_bulk": ess,
@@ -245,9 +292,72 @@ def run_row(
         "conditional_on": list(run.conditional_on),
         "worst_error": worst_error(table, engine) if has_truth and run.ok else None,
         "accuracy": accuracy_level(found, engine),
+        **accuracy_measures(found, engine),
         "explanation": None if run.ok else explain_failure(run.error),
         "options": ", ".join(f"{k}={v}" for k, v in sorted(run.options.items()) if v is not None),
         "scores": model_scores(run),
+    }
+
+
+def _literal(value: Any) -> bool:
+    """``repr(value)`` reads back as the same Python literal (so ``-o KEY=VALUE`` can say it)."""
+    try:
+        return ast.literal_eval(repr(value)) == value
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return False
+
+
+def _cli_option(key: str, value: Any) -> str:
+    """``-o KEY=VALUE`` as ``zoo.cli`` reads it back: a string that is not a Python literal as
+    it is (``backend=zoo``), everything else as its literal."""
+    text = repr(value)
+    if isinstance(value, str):
+        try:
+            ast.literal_eval(value)
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            text = value
+    return "-o " + shlex.quote(f"{key}={text}")
+
+
+def reproduce(cmp: Comparison) -> dict[str, Any]:
+    """How to get this page's numbers again: the Python calls and the command lines, per engine
+    with its options (those left at their default, None, omitted), the seed and profile, the
+    package versions and the machine."""
+    name, seed = cmp.model.name, cmp.seed
+    engines = list(cmp.runs)
+    per_engine = []
+    compare_lines = [f"cmp = zoo.compare(\n    {name!r},\n    {engines!r},\n    seed={seed},"]
+    for engine, run in cmp.runs.items():
+        opts = {k: v for k, v in sorted(run.options.items()) if v is not None}
+        py_args = "".join(f", {k}={v!r}" for k, v in opts.items())
+        cli_opts = [_cli_option(k, v) for k, v in opts.items() if _literal(v)]
+        if opts and engine.isidentifier():
+            compare_lines.append(f"    {engine}={opts!r},")
+        per_engine.append(
+            {
+                "engine": engine,
+                "python": f"run = zoo.run({name!r}, {engine!r}, seed={seed}{py_args})",
+                "cli": " ".join(
+                    ["zoo run", shlex.quote(name), "--engine", shlex.quote(engine)]
+                    + [f"--seed {seed}", *cli_opts]
+                ),
+                "python_only": [k for k, v in opts.items() if not _literal(v)],
+            }
+        )
+    compare_lines.append(")")
+    report = None
+    if cmp.profile != "custom":
+        report = f"zoo report {shlex.quote(name)} --profile {cmp.profile} --seed {seed}"
+        if set(engines) != set(cmp.model.engines):
+            report += " --engines " + shlex.quote(",".join(engines))
+    return {
+        "python": "import zoo\n\n" + "\n".join(compare_lines) + "\nzoo.report(cmp, out='report')",
+        "report": report,
+        "engines": per_engine,
+        "versions": versions(),
+        "machine": machine(),
+        "seed": seed,
+        "profile": cmp.profile,
     }
 
 
@@ -290,6 +400,8 @@ def model_context(
     rows = posterior_rows(table)
     run_rows = [run_row(e, r, table, has_truth, found) for e, r in cmp.runs.items()]
     scored = {k for r in run_rows for k in r["scores"]}
+    top, grouped = rank_findings(found)
+    against = "truth" if has_truth else reference_engine(cmp.runs)
     return {
         "name": info.name,
         "description": info.description,
@@ -320,10 +432,19 @@ def model_context(
         "posterior": rows[:MAX_TABLE_ROWS],
         "posterior_total": len(rows),
         "findings": [f.to_dict() for f in found],
+        "top_findings": [f.to_dict() for f in top],
+        "finding_groups": [
+            {**g, "findings": [f.to_dict() for f in g["findings"]]} for g in grouped
+        ],
+        "against": against,
+        "family": info.family,
+        "reproduce": reproduce(cmp),
+        "thresholds": THRESHOLDS,
         "figures": figs,
         "error_good": ERROR_GOOD,
         "error_bad": ERROR_BAD,
         "warnings": cmp.warnings,
+        **page_extras(cmp, figures=figures),  # forest, ppc, loo, math, provenance
     }
 
 
@@ -334,13 +455,32 @@ def _as_array(v: Any) -> Any:
 def model_json(cmp: Comparison, ctx: Mapping[str, Any]) -> dict[str, Any]:
     """The machine-readable page: every number of the page and every run's diagnostics."""
     runs = {}
+    rows = {r["engine"]: r for r in ctx["runs"]}
     for engine, run in cmp.runs.items():
+        row = rows[engine]
         runs[engine] = {
             **run_record(run),
+            # the report's status (the engine's own in engine_status), as the page shows it
+            "status": row["status"],
+            "engine_status": row["engine_status"],
+            "caveat": row["caveat"],
+            "reasons": row["reasons"],
             "scores": model_scores(run),
             "summary": frame_records(run.summary) if run.ok else {},
         }
-    keys = ("name", "description", "seed_ref", "doc", "profile", "seed", "generated", "versions")
+    keys = (
+        "name",
+        "description",
+        "family",
+        "seed_ref",
+        "doc",
+        "profile",
+        "seed",
+        "generated",
+        "versions",
+        "thresholds",
+        "reproduce",
+    )
     out = {("model" if k == "name" else k): ctx[k] for k in keys}
     out.update(
         data=ctx["data"],
@@ -352,6 +492,9 @@ def model_json(cmp: Comparison, ctx: Mapping[str, Any]) -> dict[str, Any]:
         table=flat_table(cmp.table).to_dict(orient="records"),
         findings=ctx["findings"],
         warnings=ctx["warnings"],
+        loo=ctx["loo"],
+        math=list(cmp.model.math),
+        provenance=ctx["provenance"],
     )
     return out
 
@@ -367,6 +510,9 @@ def model_summary(ctx: Mapping[str, Any]) -> dict[str, Any]:
         "seed": ctx["seed"],
         "generated": ctx["generated"],
         "truth": ctx["truth"]["source"] if ctx["truth"] else None,
+        "family": ctx["family"],
+        "against": ctx["against"],
+        "parameters": ctx["posterior_total"],
         "applicable": ctx["applicable"],
         "engines": {r["engine"]: {k: r.get(k) for k in RUN_COLUMNS} for r in ctx["runs"]},
     }
@@ -389,13 +535,91 @@ def render_model_page(cmp: Comparison, *, generated: str | None = None) -> dict[
 
 # --------------------------------------------------------------------------- the index
 def index_engines(models: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Index columns: every engine run or applicable, in the models' order."""
+    """Every engine run or applicable, in the models' order."""
     seen: list[str] = []
     for m in models:
         for e in [*m.get("applicable", ()), *m["engines"]]:
             if e not in seen:
                 seen.append(e)
     return seen
+
+
+def index_column(engine: str) -> str:
+    """The index column of an engine: a generic engine's own; a variant's (``svi_meanfield``)
+    its base engine's; every other (the model's own algorithms) :data:`REFERENCE_COLUMN`."""
+    if engine in GENERIC_ENGINES:
+        return engine
+    base = engine.split("_", 1)[0]
+    return base if base in GENERIC_ENGINES else REFERENCE_COLUMN
+
+
+def index_columns(models: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The index's columns: the generic engines any model runs or could run, in their
+    declared order, then one column for the models' own reference algorithms."""
+    used = {index_column(e) for e in index_engines(models)}
+    cols = [e for e in GENERIC_ENGINES if e in used]
+    return cols + ([REFERENCE_COLUMN] if REFERENCE_COLUMN in used else [])
+
+
+def _why_short(c: Mapping[str, Any]) -> str:
+    """An unreliable cell's reasons as numbers, short enough for an index cell."""
+    out = []
+    for flag in c.get("flags") or ():
+        if flag == "r_hat" and _finite(c.get("max_r_hat")):
+            out.append(f"R\u0302 {float(c['max_r_hat']):.2f}")
+        elif flag == "ess" and _finite(c.get("min_ess_bulk")):
+            out.append(f"ESS {float(c['min_ess_bulk']):.0f}")
+        elif flag == "divergences" and _finite(c.get("divergences")):
+            out.append(f"{int(c['divergences'])} div.")
+        elif flag in ("pareto_k", "caveat") and _finite(c.get("pareto_k")):
+            out.append(f"k\u0302 {float(c['pareto_k']):.2f}")
+        elif flag == "elbo":
+            out.append("ELBO rising")
+        elif flag == "ess":
+            out.append(f"ESS < {MIN_ESS:.0f}")
+    return " \u00b7 ".join(dict.fromkeys(out)) or "see the page"
+
+
+def index_entry(engine: str, column: str, cell: Mapping[str, Any] | None) -> dict[str, Any]:
+    """One engine's entry in an index cell: its colour class, status and what to show."""
+    if cell is not None:  # an earlier report's line may lack the newer columns
+        cell = {**dict.fromkeys(RUN_COLUMNS), **cell}
+    entry: dict[str, Any] = {
+        "engine": engine,
+        "label": engine if engine != column else "",
+        "cell": cell,
+        "status": None if cell is None else cell.get("status"),
+    }
+    if cell is None:
+        entry.update(cls="na", why="")
+    elif cell.get("status") == "failed":
+        entry.update(cls="bad", why=str(cell.get("explanation") or cell.get("error") or ""))
+    elif cell.get("status") == "unreliable":
+        entry.update(cls="bad" if cell.get("accuracy") == "bad" else "warn", why=_why_short(cell))
+    else:
+        entry.update(cls=cell.get("accuracy") or "plain", why="")
+    return entry
+
+
+def index_rows(models: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> list[list[Any]]:
+    """Per model, per column, the entries of its engines (applicable order, then the rest)."""
+    rows = []
+    for m in models:
+        engines = [e for e in [*m.get("applicable", ()), *m["engines"]]]
+        per: dict[str, list[dict[str, Any]]] = {c: [] for c in columns}
+        for e in dict.fromkeys(engines):
+            per[index_column(e)].append(index_entry(e, index_column(e), m["engines"].get(e)))
+        rows.append([per[c] for c in columns])
+    return rows
+
+
+def families(models: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The models' families (the module that registered them) with their counts, by name."""
+    counts: dict[str, int] = {}
+    for m in models:
+        f = m.get("family") or "other"
+        counts[f] = counts.get(f, 0) + 1
+    return [{"name": f, "count": counts[f]} for f in sorted(counts)]
 
 
 def render_index(
@@ -407,11 +631,18 @@ def render_index(
 ) -> dict[str, str]:
     """The zoo index: ``index.html``, ``index.md``, ``results.json`` and ``results.csv`` from
     the models' summaries (:func:`model_summary`)."""
-    models = sorted(models, key=lambda m: m["name"])
-    engines = index_engines(models)
+    defaults = {"description": "", "seed_ref": "", "truth": None, "family": None}
+    defaults.update(against=None, applicable=[], profile=profile, seed=seed, generated="")
+    models = sorted(({**defaults, **m} for m in models), key=lambda m: m["name"])
+    columns = index_columns(models)
     ctx = {
         "models": models,
-        "engines": engines,
+        "columns": columns,
+        "rows": index_rows(models, columns),
+        "engines": index_engines(models),
+        "families": families(models),
+        "summary": [f.to_dict() for f in zoo_findings(models, list(GENERIC_ENGINES))],
+        "thresholds": THRESHOLDS,
         "profile": profile,
         "seed": seed,
         "generated": generated or now_utc(),
@@ -424,10 +655,17 @@ def render_index(
         "seed": seed,
         "generated": ctx["generated"],
         "versions": ctx["versions"],
+        "summary": ctx["summary"],
+        "thresholds": THRESHOLDS,
         "models": {m["name"]: m for m in models},
     }
     lines = [
-        {"model": m["name"], "engine": e, **{k: cell.get(k) for k in RUN_COLUMNS}}
+        {
+            "model": m["name"],
+            "engine": e,
+            **{k: cell.get(k) for k in RUN_COLUMNS},
+            "flags": ";".join(cell.get("flags") or ()),
+        }
         for m in models
         for e, cell in m["engines"].items()
     ]

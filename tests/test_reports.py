@@ -133,6 +133,7 @@ def test_report_writes_every_file(report_dir: Path) -> None:
     names = {p.name for p in report_dir.iterdir() if not p.name.startswith(".")}
     expected = {"index.html", "index.md", "results.json", "results.csv"}
     expected |= {f"beta_bernoulli.{ext}" for ext in ("html", "md", "json", "csv")}
+    expected |= {"cells"}  # the finished cells, for a report run again (zoo/store.py)
     assert names == expected
     # nothing left beside the report, and nothing hidden inside it but the lock file
     assert [p.name for p in report_dir.parent.iterdir()] == ["r"]
@@ -155,7 +156,11 @@ def test_model_json_numbers(report_dir: Path) -> None:
         "laplace",
         "exact",
     }
-    assert all(r["status"] == "ok" for r in page["runs"].values())
+    # honest statuses: a smoke run may be unreliable (the reasons say why), none failed
+    for r in page["runs"].values():
+        assert r["engine_status"] == "ok" and r["status"] in ("ok", "unreliable")
+        assert (r["status"] == "unreliable") == bool(r["reasons"]), r
+    assert page["runs"]["exact"]["status"] == "ok"
     assert isinstance(page["runs"]["svi"]["traces"]["elbo"], list)
     (row,) = page["table"]
     assert row["parameter"] == "p" and row["exact_error_in_sds"] == pytest.approx(0.0, abs=1e-9)
@@ -173,7 +178,8 @@ def test_csv_and_results(report_dir: Path) -> None:
     assert set(cells) == {"svi", "nuts", "chees", "hmc", "mh", "importance", "laplace", "exact"}
     assert cells["exact"]["worst_error"] == pytest.approx(0.0, abs=1e-9)
     flat = pd.read_csv(report_dir / "results.csv")
-    assert len(flat) == 8 and set(flat["status"]) == {"ok"}
+    assert len(flat) == 8 and set(flat["status"]) <= {"ok", "unreliable"}
+    assert flat.set_index("engine").loc["exact", "status"] == "ok"
 
 
 def test_html_pages(report_dir: Path) -> None:
@@ -264,32 +270,21 @@ def test_json_is_strict() -> None:
 
 
 def test_html_is_escaped() -> None:
-    from reports.render import render
-
-    html = render(
-        "index.html.j2",
-        models=[
-            {
-                "name": "<x>",
-                "description": "<script>",
-                "seed_ref": "",
-                "page": "x.html",
-                "truth": None,
-                "engines": {},
-                "profile": "quick",
-                "seed": 0,
-                "generated": "",
-            }
-        ],
-        engines=[],
-        profile="quick",
-        seed=0,
-        generated="",
-        versions={},
-        error_good=0.25,
-        error_bad=1.0,
-    )
-    assert "<script>" not in html and "&lt;script&gt;" in html
+    model = {
+        "name": "<x>",
+        "description": "<script>",
+        "family": "<b>",
+        "seed_ref": "",
+        "page": "x.html",
+        "truth": None,
+        "engines": {"svi": {"status": "failed", "error": "<img src=x>", "wall_time_s": 1.0}},
+        "profile": "quick",
+        "seed": 0,
+        "generated": "",
+    }
+    html = reports.render_index([model], profile="quick")["index.html"]
+    assert "<script>" not in html.replace("<script>\n(function", "")
+    assert "&lt;script&gt;" in html and "&lt;b&gt;" in html and "<img src=x>" not in html
 
 
 # ----------------------------------------------------------------------------- validation
@@ -408,10 +403,9 @@ def test_index_cell_is_green_only_when_means_and_sds_are_right() -> None:
     assert summary["engines"]["exact"]["accuracy"] == "good"
     assert summary["engines"]["svi"]["accuracy"] in ("warn", "bad")
     index = reports.render_index([summary], profile="smoke")["index.html"]
-    assert (
-        '<td class="good"' in index
-        and f'<td class="{summary["engines"]["svi"]["accuracy"]}"' in index
-    )
+    assert 'class="entry good" href="beta_bernoulli.html#engine-exact"' in index
+    svi = summary["engines"]["svi"]["accuracy"]
+    assert f'class="entry {svi}" href="beta_bernoulli.html#engine-svi"' in index
 
 
 def test_a_model_without_docstring_has_no_empty_model_box(registry) -> None:
@@ -567,3 +561,281 @@ def test_cluster_and_topic_figures_on_the_family_pages() -> None:
     assert "clusters" in [f.kind for f in reports.model_context(cmp)["figures"]]
     lda = zoo.compare("lda", ["cavi", "sklearn"], progress=False)
     assert "topics" in [f.kind for f in reports.model_context(lda)["figures"]]
+
+
+# ----------------------------------------------------------------------------- honest statuses
+
+
+def diag_run(engine: str = "nuts", **diagnostics) -> Run:
+    traces = {"elbo": diagnostics.pop("elbo")} if "elbo" in diagnostics else {}
+    return Run(engine=engine, diagnostics=diagnostics, traces=traces)
+
+
+def test_a_status_is_ok_only_where_the_runs_diagnostics_pass() -> None:
+    """The thresholds of reports.findings, on each side: R-hat, ESS, divergences, Pareto k-hat
+    (not of a point estimate), an engine's own caveat first (its k-hat not said twice)."""
+    from reports.findings import MAX_PARETO_K, MAX_R_HAT, MIN_ESS, assess
+
+    assert assess(diag_run(max_r_hat=MAX_R_HAT, min_ess_bulk=MIN_ESS, divergences=0)).status == "ok"
+    mh = assess(diag_run("mh", max_r_hat=1.87, min_ess_bulk=3.0, divergences=0))
+    assert mh.status == "unreliable" and mh.flags == ("r_hat", "ess")
+    assert "R\u0302 1.87 > 1.01" in mh.caveat and "min bulk ESS 3 < 100" in mh.caveat
+    div = assess(diag_run(max_r_hat=1.0, min_ess_bulk=900.0, divergences=1))
+    assert div.flags == ("divergences",) and "1 divergent transition:" in div.caveat
+    svi = assess(diag_run("svi_meanfield", pareto_k=1.63))
+    assert svi.flags == ("pareto_k",) and "Pareto k\u0302 1.63 > 0.7" in svi.caveat
+    assert assess(diag_run("svi", pareto_k=MAX_PARETO_K)).status == "ok"
+    point = Run(engine="svi", kind="point", diagnostics={"pareto_k": 3.0})
+    assert assess(point).status == "ok"  # a MAP point: its k-hat says nothing
+    own = Run(
+        engine="importance",
+        status="unreliable",
+        caveat="importance weights have Pareto k\u0302 1.44 > 0.7",
+        diagnostics={"pareto_k": 1.44},
+    )
+    verdict = assess(own)
+    assert verdict.status == "unreliable" and verdict.flags == ("caveat",)
+    assert verdict.caveat.count("1.44") == 1
+    failed = assess(Run(engine="svi", status="failed", error="boom"))
+    assert failed.status == "failed" and failed.reasons == ("boom",)
+    assert assess(Run(engine="exact")).status == "ok"  # nothing to check
+
+
+def test_an_elbo_still_rising_is_not_converged() -> None:
+    """The last 10% of steps against the 10% before: a rise beyond 3 standard errors and beyond
+    1% of the run's whole rise is unconverged; a flat noisy tail, a creeping one and a trace too
+    short to judge are not flagged (deterministic traces: no seed to be lucky with)."""
+    from reports.findings import assess, elbo_rise
+
+    steps = np.arange(400)
+    wiggle = np.where(steps % 2 == 0, 1.0, -1.0)  # sd 1 noise, mean 0
+    rising = list(-200 + 0.5 * steps + wiggle)
+    verdict = assess(diag_run("svi", elbo=rising))
+    assert verdict.flags == ("elbo",) and "ELBO still rose by 20" in verdict.caveat
+    flat = list(-100 * np.exp(-steps / 20) - 10 + wiggle)
+    assert assess(diag_run("svi", elbo=flat)).status == "ok"
+    creeping = list(-100 * np.exp(-steps / 20) - 10 + 1e-4 * steps)  # 0.004 < 1% of 100
+    up, total, _ = elbo_rise(creeping)
+    assert 0 < up < 0.01 * total and assess(diag_run("svi", elbo=creeping)).status == "ok"
+    assert elbo_rise(rising[:40]) is None  # 4 steps a window: not judged
+
+
+def test_unreliable_runs_are_marked_so_on_the_page_and_in_the_index() -> None:
+    """The issue's example: importance (k-hat 1.44), mh (R-hat 1.87, min ESS 3) and
+    svi_meanfield (k-hat 1.63) were green `ok`; each is `unreliable` with its reason."""
+    held = hand_comparison()  # svi with Pareto k-hat 0.9
+    mh = make_run(
+        "mh", {"p": np.full((2, 50), 0.6)}, diagnostics={"max_r_hat": 1.87, "min_ess_bulk": 3.0}
+    )
+    mh.diagnostics.update(wall_time_s=0.4, divergences=0)
+    entry = zoo.get_model("beta_bernoulli")
+    cmp = comparison(entry, {**held.runs, "mh": mh}, held.data)
+    files = reports.render_model_page(cmp)
+    html = files["beta_bernoulli.html"]
+    check_html(html)
+    row = html.split('<tr id="engine-mh">')[1].split("</tr>")[0]
+    assert 'class="status unreliable"' in row and "R\u0302 1.87 &gt; 1.01" in row
+    summary = json.loads(files["summary"])
+    assert summary["engines"]["svi"]["status"] == "unreliable"
+    assert summary["engines"]["svi"]["flags"][0] == "pareto_k"
+    assert summary["engines"]["mh"]["flags"] == ["r_hat", "ess"]
+    assert summary["engines"]["exact"]["status"] == "ok"
+    index = reports.render_index([summary], profile="smoke")["index.html"]
+    assert "R\u0302 1.87 \u00b7 ESS 3" in index and "k\u0302 0.90" in index
+    assert index.count('<span class="status unreliable">unreliable</span>') == 3  # + legend
+    page = json.loads(files["beta_bernoulli.json"])
+    assert page["runs"]["mh"]["status"] == "unreliable" and page["runs"]["mh"]["reasons"]
+    assert page["runs"]["mh"]["engine_status"] == "ok"
+
+
+# ----------------------------------------------------------------------------- ranked findings
+
+
+def test_findings_are_ranked_by_distance_from_the_truth() -> None:
+    from reports.findings import Finding, rank_findings
+
+    found = [
+        Finding(None, "reference", "info", "against nuts"),
+        Finding("nuts", "accuracy", "good", "nuts agrees", measure="agree"),
+        Finding("nuts", "mcmc", "good", "nuts: R-hat 1.001"),
+        Finding("cavi", "accuracy", "warn", "cavi sd 6.5%", 0.065, "sd_under"),
+        Finding("mh", "accuracy", "bad", "mh mean 1.5 sd", 1.5, "mean_off"),
+        Finding("mh", "unreliable", "bad", "mh unreliable"),
+        Finding("svi", "accuracy", "bad", "svi sd 40%", 0.4, "sd_under"),
+        Finding("svi", "evidence", "info", "svi ELBO"),
+    ]
+    top, rest = rank_findings(found)
+    assert [f.text for f in top] == [
+        "mh mean 1.5 sd",
+        "svi sd 40%",
+        "cavi sd 6.5%",
+        "against nuts",
+        "mh unreliable",
+    ]
+    assert [(g["engine"], g["level"], len(g["findings"])) for g in rest] == [
+        ("nuts", "good", 2),
+        ("svi", "info", 1),
+    ]
+    # at least three first, even when all is well: then agreement
+    calm, _ = rank_findings([found[1], found[2], found[7], found[0]])
+    assert [f.text for f in calm] == ["against nuts", "nuts agrees", "nuts: R-hat 1.001"]
+    assert sum(len(g["findings"]) for g in rest) + len(top) == len(found)
+
+
+def test_the_page_shows_the_top_findings_then_the_rest_per_engine() -> None:
+    cmp = hand_comparison()
+    ctx = reports.model_context(cmp, figures=False)
+    assert 3 <= len(ctx["top_findings"]) <= 5
+    assert ctx["top_findings"][0]["measure"] in ("mean_off", "sd_under", "sd_over")
+    html = reports.render_model_page(cmp)["beta_bernoulli.html"]
+    first = html.split('<ul class="findings top">')[1].split("</ul>")[0]
+    assert "svi under-estimates sd(p)" in first
+    assert html.count('<details class="group">') == len(ctx["finding_groups"]) >= 1
+
+
+# ----------------------------------------------------------------------------- reproduce this
+
+
+def test_reproduce_gives_the_exact_calls() -> None:
+    """The Python call of an engine run again gives the same numbers; its command line's options
+    parse back to the options it ran with."""
+    import shlex
+
+    from zoo.cli import _parse_options
+
+    cmp = hand_comparison()
+    repro = reports.model_context(cmp, figures=False)["reproduce"]
+    exact = next(e for e in repro["engines"] if e["engine"] == "exact")
+    assert exact["python"] == "run = zoo.run('beta_bernoulli', 'exact', seed=0, num_samples=500)"
+    scope = {"zoo": zoo}
+    exec(exact["python"], scope)  # noqa: S102 - our own generated line
+    pd.testing.assert_frame_equal(scope["run"].summary, cmp.runs["exact"].summary)
+    for e in repro["engines"]:
+        words = shlex.split(e["cli"])
+        assert words[:6] == ["zoo", "run", "beta_bernoulli", "--engine", e["engine"], "--seed"]
+        options = [w for i, w in enumerate(words) if i and words[i - 1] == "-o"]
+        ran = {k: v for k, v in cmp.runs[e["engine"]].options.items() if v is not None}
+        assert _parse_options(options) == ran, e["cli"]
+    assert _parse_options(shlex.split(reports.render._cli_option("backend", "zoo"))[1:]) == {
+        "backend": "zoo"
+    }
+    compile(repro["python"], "reproduce", "exec")  # the comparison's call is Python
+    assert "    exact={'num_samples': 500}," in repro["python"]
+    assert {"python", "torch", "pyro-ppl"} <= set(repro["versions"])
+    assert int(repro["machine"]["cores"]) >= 1
+    html = reports.render_model_page(cmp)["beta_bernoulli.html"]
+    assert 'id="reproduce"' in html and "zoo run beta_bernoulli --engine exact" in html
+
+
+# ----------------------------------------------------------------------------- the zoo index
+
+
+def cell(status="ok", accuracy="good", wall=1.0, **more):
+    return {"status": status, "accuracy": accuracy, "wall_time_s": wall, **more}
+
+
+def synthetic_models():
+    """Four models' index lines, as reports.model_summary writes them."""
+    return [
+        {
+            "name": "a",
+            "family": "conjugate",
+            "parameters": 1,
+            "page": "a.html",
+            "applicable": ["svi", "nuts", "mh", "exact"],
+            "engines": {
+                "svi": cell(accuracy="warn", wall=0.5, sd_under=0.07),
+                "nuts": cell(wall=2.0, ess_per_s=500.0),
+                "mh": cell(
+                    "unreliable", "bad", 0.3, flags=["r_hat", "ess"], ess_per_s=1.0, mean_off=1.2
+                ),
+                "exact": cell(wall=0.01),
+            },
+        },
+        {
+            "name": "b",
+            "family": "conjugate",
+            "parameters": 2,
+            "page": "b.html",
+            "applicable": ["svi", "nuts", "mh", "cavi"],
+            "engines": {
+                "svi": cell(accuracy="bad", sd_under=0.65),
+                "nuts": cell(wall=3.0, ess_per_s=100.0),
+                "mh": cell(accuracy="warn", ess_per_s=200.0),
+                "cavi": cell(accuracy="warn", sd_under=0.065),
+            },
+        },
+        {
+            "name": "c",
+            "family": "regression",
+            "parameters": 31,
+            "page": "c.html",
+            "applicable": ["svi", "nuts", "laplace", "svi_meanfield"],
+            "engines": {
+                "svi": cell(wall=0.2),
+                "svi_meanfield": cell("unreliable", "warn", flags=["pareto_k"], sd_under=0.3),
+                "nuts": cell("unreliable", "good", 5.0, flags=["divergences"], ess_per_s=50.0),
+                "laplace": cell("failed", None, error="no mode found"),
+            },
+        },
+    ]
+
+
+def test_zoo_summary_says_where_each_engine_wins_and_fails() -> None:
+    from reports.findings import zoo_findings
+
+    found = zoo_findings(synthetic_models(), ["svi", "nuts", "mh", "laplace"])
+    text = {f.engine: f.text for f in found}
+    assert text["svi"] == (
+        "svi: agrees with the truth on 1 of 3 models; under-estimates posterior sds on 2 of 3, "
+        "by 7.0\u201365%."
+    )
+    assert text["nuts"] == (
+        "nuts: agrees with the truth on 3 of 3 models; unreliable on 1 of 3 models "
+        "(divergences on 1); 1 of the 1 model with more than 10 parameters, 0 of the 2 with "
+        "at most 10."
+    )
+    assert text["mh"].startswith("mh: agrees with the truth on 0 of 2 models;")
+    assert "means off by more than noise on 1 of 2 (up to 1.20 posterior sd)" in text["mh"]
+    assert "unreliable on 1 of 2 models (R\u0302 > 1.01 on 1, ESS < 100 on 1)" in text["mh"]
+    assert text["laplace"] == "laplace: failed on 1 of 1 model (c)."
+    assert [f.engine for f in found][:4] == ["svi", "nuts", "mh", "laplace"]  # generic first
+    assert {f.engine: f.level for f in found}["mh"] == "bad"
+    wins = [f.text for f in found if f.engine is None]
+    assert wins[0] == (
+        "Fastest engine that is ok and agrees with the truth: nuts on 2 models (a and b); "
+        "svi on 1 model (c)."
+    )
+    # b: nuts 100/s and mh 200/s, both ok; a: mh is unreliable; c: nuts is unreliable
+    assert wins[1] == (
+        "Most effective draws per second among the samplers that are ok, on the 1 model "
+        "where two or more are: mh on 1."
+    )
+    assert len(wins) == 2
+
+
+def test_index_columns_fit_generic_engines_and_one_reference_column() -> None:
+    from reports.render import index_column, index_columns
+
+    models = synthetic_models()
+    assert index_columns(models) == ["svi", "nuts", "mh", "laplace", "reference"]
+    assert [index_column(e) for e in ("svi_meanfield", "nuts_states", "em", "sklearn_pca")] == [
+        "svi",
+        "nuts",
+        "reference",
+        "reference",
+    ]
+    files = reports.render_index(models, profile="quick")
+    html = files["index.html"]
+    check_html(html)
+    assert html.index('id="legend"') < html.index('<table class="matrix"')
+    assert '<option value="conjugate">conjugate (2)</option>' in html
+    assert html.count('<tr data-family="conjugate">') == 2
+    head = html.split("<thead>")[1].split("</thead>")[0]
+    assert head.count("<th") == 6  # the model and five columns
+    row_c = html.split('<tr data-family="regression">')[1].split("</tr>")[0]
+    assert '<span class="name">svi_meanfield</span>' in row_c and "k\u0302" not in row_c
+    assert "no mode found" in row_c or "error" in row_c
+    md = files["index.md"]
+    assert "| Model | family | svi | nuts | mh | laplace | reference |" in md
+    assert json.loads(files["results.json"])["summary"]

@@ -211,6 +211,13 @@ def _label_marginals(log_w: np.ndarray, labellings: np.ndarray, C: int) -> Label
         "nuts": {"num_samples": 500, "warmup": 500},
     },
     seed_ref="002 §1.1 (L293–339)",
+    math=[
+        r"\pi \sim \mathrm{Dirichlet}(\alpha \mathbf{1}_C)",
+        r"\tau_{cj} \sim \mathrm{Gamma}(a_0,\, b_0),"
+        r" \quad \mu_{cj} \mid \tau_{cj} \sim \mathcal{N}(m_0,\, (\kappa_0 \tau_{cj})^{-1})",
+        r"y_i \sim \mathrm{Categorical}(\pi),"
+        r" \quad x_{ij} \mid y_i \sim \mathcal{N}(\mu_{y_i j},\, \tau_{y_i j}^{-1})",
+    ],
 )
 def naive_bayes(
     X: torch.Tensor,
@@ -376,6 +383,12 @@ def _(seed: int) -> tuple[dict[str, Any], dict[str, Any]]:
         "nuts": {"num_samples": 500, "warmup": 500},
     },
     seed_ref="002 §1.1 (L323–339, Algorithm 1)",
+    math=[
+        r"\pi \sim \mathrm{Dirichlet}(\alpha \mathbf{1}_C),"
+        r" \quad \theta_{cj} \sim \mathrm{Beta}(a,\, b)",
+        r"y_i \sim \mathrm{Categorical}(\pi),"
+        r" \quad x_{ij} \mid y_i \sim \mathrm{Bernoulli}(\theta_{y_i j})",
+    ],
 )
 def naive_bayes_bernoulli(
     X: torch.Tensor,

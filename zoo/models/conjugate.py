@@ -19,6 +19,10 @@ import zoo
 @zoo.register(
     data={"y": torch.tensor([1.0, 1, 0, 1, 1, 1, 0, 1, 1, 0]), "a": 1.0, "b": 1.0},
     seed_ref="000 §2.1.3; 002 §8.1",
+    math=[
+        r"p \sim \mathrm{Beta}(a,\, b)",
+        r"y_i \mid p \sim \mathrm{Bernoulli}(p), \quad i = 1, \ldots, N",
+    ],
 )
 def beta_bernoulli(y: torch.Tensor, a: float = 1.0, b: float = 1.0) -> None:
     r"""Beta–Bernoulli: the heads probability of a coin under a conjugate Beta prior.
@@ -96,6 +100,10 @@ def gamma_factor(site: str, mean: float, shape: float) -> torch.Tensor:
 @zoo.register(
     data={"counts": torch.tensor([3.0, 1.0, 4.0, 1.0, 5.0]), "a": 2.0, "b": 1.0},
     seed_ref="000 §2.1.3",
+    math=[
+        r"\lambda \sim \mathrm{Gamma}(a,\, b) \quad (\mathrm{shape}\ a,\ \mathrm{rate}\ b)",
+        r"\mathrm{counts}_i \mid \lambda \sim \mathrm{Poisson}(\lambda), \quad i = 1, \ldots, N",
+    ],
 )
 def gamma_poisson(counts: torch.Tensor, a: float = 2.0, b: float = 1.0) -> None:
     r"""Gamma–Poisson: the rate of a count process under a conjugate Gamma prior.
@@ -156,6 +164,11 @@ def _(seed: int) -> tuple[dict[str, Any], dict[str, Any]]:
 @zoo.register(
     data={"x": torch.tensor([2.5, 1.0, 3.0, 1.5]), "mu0": 0.0, "tau0": 1.0, "sigma": 1.0},
     seed_ref="000 §2.1.3; 003",
+    math=[
+        r"\mu \sim \mathcal{N}(\mu_0,\, \tau_0^2)",
+        r"x_i \mid \mu \sim \mathcal{N}(\mu,\, \sigma^2),"
+        r" \quad i = 1, \ldots, N \quad (\sigma\ \mathrm{known})",
+    ],
 )
 def normal_normal(x: torch.Tensor, mu0: float = 0.0, tau0: float = 1.0, sigma: float = 1.0) -> None:
     r"""Normal–Normal: the mean of Gaussian measurements with known noise sd, Gaussian prior.
@@ -217,6 +230,11 @@ NORMAL_GAMMA_X = torch.tensor(
     data={"x": NORMAL_GAMMA_X, "mu0": 0.0, "kappa0": 1.0, "a0": 2.0, "b0": 1.0},
     params=("mu", "tau"),
     seed_ref="001 §2.3",
+    math=[
+        r"\tau \sim \mathrm{Gamma}(a_0,\, b_0)",
+        r"\mu \mid \tau \sim \mathcal{N}(\mu_0,\, (\kappa_0 \tau)^{-1})",
+        r"x_i \mid \mu, \tau \sim \mathcal{N}(\mu,\, \tau^{-1}), \quad i = 1, \ldots, N",
+    ],
     # one-particle gradients of this two-site ELBO are noisy: at lr 0.05 the fit wanders by a
     # third of a posterior sd; 4 particles at lr 0.02 reach the CAVI fixed point's ELBO. 20000
     # draws from the fitted guide put its sds' Monte-Carlo noise (1.5%) well under the
@@ -513,6 +531,10 @@ _PREV, _WORD = bigrams(_SENTENCES, _VOCAB)
 @zoo.register(
     data={"prev": _PREV, "word": _WORD, "num_words": len(_VOCAB), "alpha": 1.0},
     seed_ref="002 §23.1, §24.2, §15.2",
+    math=[
+        r"\theta_v \sim \mathrm{Dirichlet}(\alpha \mathbf{1}_V), \quad v = 1, \ldots, V",
+        r"w_t \mid w_{t-1} \sim \mathrm{Categorical}(\theta_{w_{t-1}}), \quad t = 1, \ldots, T",
+    ],
 )
 def dirichlet_bigram(
     prev: torch.Tensor, word: torch.Tensor, num_words: int = 6, alpha: float = 1.0

@@ -167,6 +167,11 @@ def gaussian_kl(loc_q: Any, var_q: Any, loc_p: Any, var_p: Any) -> torch.Tensor:
     },
     figures={"images": {"shape": SHAPE}},
     seed_ref="000 §3.3.2, §3.3.5 (L819–954); 001 §3 (L1055–1224); 002 §20.1 (L3738–3805)",
+    math=[
+        r"z_i \sim \mathcal{N}(0,\, I_d), \quad i = 1, \ldots, N",
+        r"x_i \mid z_i \sim \mathcal{N}(\mu_\theta(z_i),\, \mathrm{diag}\, \sigma_\theta^2(z_i))",
+        r"q_\phi(z_i \mid x_i) = \mathcal{N}(m_\phi(x_i),\, \mathrm{diag}\, s_\phi^2(x_i))",
+    ],
 )
 def vae(
     x: torch.Tensor,

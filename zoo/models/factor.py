@@ -100,6 +100,13 @@ def ppca_digits(n: int | None = None) -> dict[str, Any]:
     params=("mu", "sigma"),
     engine_options={"svi": {"num_steps": 1000, "lr": 0.05}},
     seed_ref="000 §3.3.1 (L766–790)",
+    math=[
+        r"W_{jk} \sim \mathcal{N}(0,\, 10^2), \quad \mu_j \sim \mathcal{N}(0,\, 10^2),"
+        r" \quad \sigma \sim \mathrm{LogNormal}(0,\, 2)",
+        r"z_i \sim \mathcal{N}(0,\, I_d),"
+        r" \quad x_i \mid z_i \sim \mathcal{N}(W z_i + \mu,\, \sigma^2 I_D)",
+        r"\Rightarrow\ x_i \sim \mathcal{N}(\mu,\, W W^{\mathrm{T}} + \sigma^2 I)",
+    ],
 )
 def probabilistic_pca(X: torch.Tensor, d: int = 2) -> None:
     r"""Probabilistic PCA: each D-dim observation is a linear image of a d-dim Gaussian factor
@@ -448,6 +455,14 @@ def _two_planes(seed: int = 0) -> dict[str, Any]:
     params=("pi", "mu", "sigma"),
     engine_options={"svi": {"num_steps": 500, "lr": 0.05}},
     seed_ref="000 §3.3.1 (L790–817)",
+    math=[
+        r"\pi \sim \mathrm{Dirichlet}(1, \ldots, 1),"
+        r" \quad \mu_c \sim \mathcal{N}(0,\, 10^2 I_D),"
+        r" \quad W_{c,jk} \sim \mathcal{N}(0,\, 10^2),"
+        r" \quad \sigma_c \sim \mathrm{LogNormal}(0,\, 2)",
+        r"t_n \sim \mathrm{Categorical}(\pi), \quad z_n \sim \mathcal{N}(0,\, I_d)",
+        r"x_n \mid t_n = c, z_n \sim \mathcal{N}(W_c z_n + \mu_c,\, \sigma_c^2 I_D)",
+    ],
 )
 def mixture_ppca(X: torch.Tensor, C: int = 2, d: int = 2) -> None:
     r"""Mixture of probabilistic PCA: each observation comes from one of C PPCA models, each with

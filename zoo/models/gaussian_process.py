@@ -58,6 +58,14 @@ def _noisy_sine(seed: int = 0) -> dict[str, torch.Tensor]:
         "nuts": {"num_samples": 500, "warmup": 500},
     },
     seed_ref="002 ch. 10 (L1937–2056), ch. 9 (L1852)",
+    math=[
+        r"\ell \sim \mathrm{LogNormal}(0,\, 1),"
+        r" \quad \sigma_f^2 \sim \mathrm{LogNormal}(0,\, 1),"
+        r" \quad \sigma_n \sim \mathrm{HalfNormal}(1)",
+        r"f \sim \mathcal{GP}(0,\, k), \quad k(x, x') = \sigma_f^2 \exp(-(x - x')^2 / 2\ell^2)",
+        r"y_i = f(x_i) + \epsilon_i, \quad \epsilon_i \sim \mathcal{N}(0,\, \sigma_n^2)",
+        r"\Rightarrow\ y \sim \mathcal{N}(0,\, K + \sigma_n^2 I), \quad K_{ik} = k(x_i, x_k)",
+    ],
 )
 def gaussian_process(x: torch.Tensor, y: torch.Tensor) -> None:
     r"""GP regression with an RBF kernel; f integrated out, the hyper-parameters inferred.

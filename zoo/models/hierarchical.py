@@ -43,6 +43,12 @@ def _population() -> tuple[torch.Tensor, torch.Tensor]:
     params=("mu", "tau", "theta"),
     figures={"pairs": [("theta[0]", "tau")]},  # the funnel: where the divergences sit
     seed_ref="beyond the seeds: Rubin (1981); Gelman et al., BDA3 §5.5",
+    math=[
+        r"\mu \sim \mathcal{N}(0,\, 5^2), \quad \tau \sim \mathrm{HalfCauchy}(5)",
+        r"\theta_j \mid \mu, \tau \sim \mathcal{N}(\mu,\, \tau^2), \quad j = 1, \ldots, 8",
+        r"y_j \mid \theta_j \sim \mathcal{N}(\theta_j,\, \sigma_j^2)"
+        r" \quad (\sigma_j\ \mathrm{known})",
+    ],
 )
 def eight_schools(y: torch.Tensor, sigma: torch.Tensor) -> None:
     r"""Eight schools, centred: each school's coaching effect drawn around a population mean.
@@ -61,6 +67,9 @@ def eight_schools(y: torch.Tensor, sigma: torch.Tensor) -> None:
     divergent transitions. ``eight_schools_noncentered`` is the same model written so that the
     sampler sees independent standard normals. No closed form: the ground truth integrates
     theta and mu out analytically and tau by quadrature (see ``schools_truth``).
+
+    Default data: the SAT coaching experiments of eight schools (Rubin 1981; BDA3 Table 5.2):
+    each school's estimated coaching effect y_j and its standard error sigma_j, SAT points.
     """
     mu, tau = _population()
     with pyro.plate("schools", len(y)):
@@ -73,6 +82,13 @@ def eight_schools(y: torch.Tensor, sigma: torch.Tensor) -> None:
     params=("mu", "tau", "theta", "eta"),
     figures={"pairs": [("theta[0]", "tau")]},  # the funnel: where the divergences sit
     seed_ref="beyond the seeds: Rubin (1981); Papaspiliopoulos et al. (2007)",
+    math=[
+        r"\mu \sim \mathcal{N}(0,\, 5^2), \quad \tau \sim \mathrm{HalfCauchy}(5)",
+        r"\eta_j \sim \mathcal{N}(0,\, 1), \quad \theta_j = \mu + \tau \eta_j,"
+        r" \quad j = 1, \ldots, 8",
+        r"y_j \mid \theta_j \sim \mathcal{N}(\theta_j,\, \sigma_j^2)"
+        r" \quad (\sigma_j\ \mathrm{known})",
+    ],
 )
 def eight_schools_noncentered(y: torch.Tensor, sigma: torch.Tensor) -> None:
     r"""Eight schools, non-centred: theta_j = mu + tau eta_j with standard-normal eta_j.
@@ -90,6 +106,9 @@ def eight_schools_noncentered(y: torch.Tensor, sigma: torch.Tensor) -> None:
     A priori mu, tau and eta are independent, so the sampler no longer meets the funnel: with
     data this weak the posterior of (tau, eta) is close to its prior and NUTS runs without
     divergences. Ground truth: the same quadrature as the centred model, plus eta's moments.
+
+    Default data: the SAT coaching experiments of eight schools (Rubin 1981; BDA3 Table 5.2):
+    each school's estimated coaching effect y_j and its standard error sigma_j, SAT points.
     """
     mu, tau = _population()
     with pyro.plate("schools", len(y)):

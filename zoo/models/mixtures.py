@@ -25,6 +25,11 @@ from datasets import load_faithful
     data={"y": torch.tensor([1.0, 1, 0, 1, 0, 0, 1, 0, 1, 1])},
     params=("pi", "p", "q", "z"),
     seed_ref="001 §1.1, Example 1",
+    math=[
+        r"\pi,\, p,\, q \sim \mathrm{Beta}(1,\, 1)",
+        r"z_j \mid \pi \sim \mathrm{Bernoulli}(\pi)",
+        r"y_j \mid z_j \sim \mathrm{Bernoulli}(z_j\, p + (1 - z_j)\, q), \quad j = 1, \ldots, n",
+    ],
 )
 def three_coin(y: torch.Tensor) -> None:
     r"""Three-coin model: coin A picks which of coins B and C is tossed; only the toss is seen.
@@ -41,6 +46,8 @@ def three_coin(y: torch.Tensor) -> None:
     Bayesian variant's posterior proportional to that likelihood, so MAP = MLE. The likelihood
     depends on theta only through s = pi p + (1 - pi) q = P(y = 1): the model is not identifiable
     and every MLE has s = mean(y).
+
+    Default data: ten observed tosses, six of them heads (1, 1, 0, 1, 0, 0, 1, 0, 1, 1).
     """
     pi = pyro.sample("pi", dist.Beta(1.0, 1.0))
     p = pyro.sample("p", dist.Beta(1.0, 1.0))
@@ -204,11 +211,15 @@ SCALE_PRIOR = (float(np.log(0.5)), 1.0)
 @zoo.register(
     data=_faithful,
     figures={"clusters": {"data": "y", "assignment": "z"}},  # eruptions by component
-    engine_options={
-        "nuts": {"num_samples": 300, "warmup": 300},
-        "hmc": {"num_samples": 300, "warmup": 300},
-    },
+    engine_options={"hmc": {"num_samples": 300, "warmup": 300}},  # nuts: its defaults
     seed_ref="002 §18.2–18.4; 001 §1.4",
+    math=[
+        r"w \sim \mathrm{Dirichlet}(1, \ldots, 1)",
+        r"\mu \sim \mathrm{SortedNormal}(3,\, 2;\ K), \quad \mu_1 < \cdots < \mu_K",
+        r"\sigma_k \sim \mathrm{LogNormal}(\log 0.5,\, 1), \quad k = 1, \ldots, K",
+        r"z_n \mid w \sim \mathrm{Categorical}(w)",
+        r"y_n \mid z_n \sim \mathcal{N}(\mu_{z_n},\, \sigma_{z_n}^2), \quad n = 1, \ldots, N",
+    ],
 )
 def gaussian_mixture(y: torch.Tensor, K: int = 2) -> None:
     r"""Gaussian mixture (1-D): each observation comes from one of K normal components.
@@ -226,6 +237,9 @@ def gaussian_mixture(y: torch.Tensor, K: int = 2) -> None:
     Priors are sized for the default data, Old Faithful eruption durations in minutes: means
     within about 3 +- 4 minutes, spreads of a few seconds to a few minutes. Ordering the means
     removes label switching (the K! equivalent modes of 002 §18.2) so posteriors can be summarised.
+
+    Default data: the 272 eruption durations (minutes) of R's ``datasets::faithful`` (Azzalini
+    and Bowman 1990; Härdle 1991), vendored as ``datasets/faithful.csv`` (see its README).
     """
     weights = pyro.sample("weights", dist.Dirichlet(torch.ones(K)))
     locs = pyro.sample(
@@ -600,6 +614,13 @@ def _dp_synthetic(seed: int, n: int = 80) -> tuple[dict[str, Any], dict[str, Any
     params=("ranked_weights", "ranked_locs"),
     engine_options={"svi": {"num_steps": 1500, "lr": 0.05}},
     seed_ref="000 §2.3 (L543–647)",
+    math=[
+        r"v_k \sim \mathrm{Beta}(1,\, \alpha), \quad k = 1, \ldots, T - 1",
+        r"\pi_k = v_k \prod_{j < k} (1 - v_j)",
+        r"\theta_k \sim \mathcal{N}(\mu_0,\, \tau_0^2), \quad k = 1, \ldots, T",
+        r"z_i \mid \pi \sim \mathrm{Categorical}(\pi)",
+        r"y_i \mid z_i \sim \mathcal{N}(\theta_{z_i},\, \sigma^2), \quad i = 1, \ldots, N",
+    ],
 )
 def dirichlet_process_mixture(
     y: torch.Tensor,
@@ -633,6 +654,9 @@ def dirichlet_process_mixture(
     so the compared sites are relabelled: ``ranked_weights`` are the weights in decreasing
     order and ``ranked_locs`` the atoms in that order (the same relabelling for every engine;
     the Gibbs sampler, which keeps no labels, reports its clusters by decreasing size).
+
+    Default data: 80 synthetic points from three clusters (weights 0.5, 0.3, 0.2 at -2.5, 0.5
+    and 3, sd 0.5), drawn with numpy's ``default_rng(seed)``.
     """
     v = pyro.sample("v", dist.Beta(1.0, alpha).expand([T - 1]).to_event(1))
     weights = pyro.deterministic("weights", stick_breaking(v), event_dim=1)

@@ -175,6 +175,11 @@ def diabetes_data() -> dict[str, Any]:
     data=_line_design(0),
     engine_options={"svi": {"lr": 0.05}, "importance": {"lr": 0.05}},
     seed_ref="002 §8.3, §5.1, ch. 6",
+    math=[
+        r"\beta \sim \mathcal{N}(0,\, \tau^2 I)",
+        r"y_n \mid \beta \sim \mathcal{N}(x_n^{\mathrm{T}} \beta,\, \sigma^2),"
+        r" \quad n = 1, \ldots, N \quad (\sigma\ \mathrm{known})",
+    ],
 )
 def bayesian_linear_regression(
     X: torch.Tensor, y: torch.Tensor, sigma: float = 0.3, tau: float = 5.0
@@ -275,6 +280,12 @@ def _diabetes_regression(seed: int = 0) -> dict[str, Any]:
     data=_diabetes_regression,
     engine_options={"svi": {"lr": 0.02}, "importance": {"lr": 0.02}},
     seed_ref="002 §5.1",
+    math=[
+        r"\beta \sim \mathcal{N}(0,\, \tau^2 I)",
+        r"\sigma \sim \mathrm{HalfNormal}(s_\sigma)",
+        r"y_n \mid \beta, \sigma \sim \mathcal{N}(x_n^{\mathrm{T}} \beta,\, \sigma^2),"
+        r" \quad n = 1, \ldots, N",
+    ],
 )
 def linear_regression(
     X: torch.Tensor, y: torch.Tensor, tau: float = 5.0, sigma_scale: float = 1.0
@@ -345,6 +356,13 @@ def _ridge_data(seed: int, sigma: float = 0.5, tau: float = 1.0) -> tuple[dict, 
     data=_ridge_data(0)[0],
     engine_options={"svi": {"lr": 0.02}, "importance": {"lr": 0.02}},
     seed_ref="002 §5.4",
+    math=[
+        r"\beta \sim \mathcal{N}(0,\, \tau^2 I)",
+        r"y_n \mid \beta \sim \mathcal{N}(x_n^{\mathrm{T}} \beta,\, \sigma^2),"
+        r" \quad n = 1, \ldots, N \quad (\sigma\ \mathrm{known})",
+        r"\hat{\beta}_{\mathrm{MAP}} = (X^{\mathrm{T}} X + \lambda I)^{-1} X^{\mathrm{T}} y,"
+        r" \quad \lambda = \sigma^2 / \tau^2",
+    ],
 )
 def ridge_map(X: torch.Tensor, y: torch.Tensor, sigma: float = 0.5, tau: float = 1.0) -> None:
     r"""Ridge regression as MAP: a Gaussian prior on the weights, known noise.
@@ -429,6 +447,12 @@ def _outlier_line(seed: int) -> dict[str, Any]:
     variants={"nuts_gaussian": ("nuts", {}, {"likelihood": "gaussian"})},
     figures={"fit": {"x": "x", "y": "y", "mean": "line"}},
     seed_ref="002 §5.6 (motivation)",
+    math=[
+        r"a,\, b \sim \mathcal{N}(0,\, 10^2) \quad (\mathrm{intercept},\ \mathrm{slope})",
+        r"\sigma \sim \mathrm{HalfNormal}(5)",
+        r"y_n \mid a, b, \sigma \sim \mathrm{StudentT}(\nu = 4,\ a + b x_n,\ \sigma),"
+        r" \quad n = 1, \ldots, N",
+    ],
 )
 def robust_regression(
     x: torch.Tensor, y: torch.Tensor, nu: float = 4.0, likelihood: str = "student"
@@ -505,6 +529,13 @@ def _breast_cancer(seed: int = 0) -> dict[str, Any]:
     # ignoring the correlations of the weights (laplace and nuts are the other approximations)
     variants={"svi_meanfield": ("svi", {"guide": "normal"})},
     seed_ref="002 §7.1",
+    math=[
+        r"\alpha \sim \mathcal{N}(0,\, s_\alpha^2), \quad s_\alpha = 5",
+        r"\beta \sim \mathcal{N}(0,\, s_\beta^2 I), \quad s_\beta = 1",
+        r"y_n \mid \alpha, \beta \sim "
+        r"\mathrm{Bernoulli}(\mathrm{sigmoid}(\alpha + x_n^{\mathrm{T}} \beta)),"
+        r" \quad n = 1, \ldots, N",
+    ],
 )
 def logistic_regression(
     X: torch.Tensor, y: torch.Tensor, prior_sd: float = 1.0, intercept_sd: float = 5.0

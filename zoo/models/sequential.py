@@ -228,6 +228,15 @@ def sample_hmm(
     engines=("svi", "nuts", "enum"),
     engine_options={"nuts": {"num_samples": 200, "warmup": 200, "num_chains": 4}},
     seed_ref="002 ch. 19 (§19.3–19.6)",
+    math=[
+        r"\pi \sim \mathrm{Dirichlet}(1, \ldots, 1),"
+        r" \quad A_{i\cdot} \sim \mathrm{Dirichlet}(1, \ldots, 1),"
+        r" \quad B_{i\cdot} \sim \mathrm{Dirichlet}(1, \ldots, 1)",
+        r"z_1 \sim \mathrm{Categorical}(\pi),"
+        r" \quad z_t \mid z_{t-1} \sim \mathrm{Categorical}(A_{z_{t-1}\cdot}),"
+        r" \quad t = 2, \ldots, T",
+        r"x_t \mid z_t \sim \mathrm{Categorical}(B_{z_t\cdot}), \quad t = 1, \ldots, T",
+    ],
 )
 def hmm(x: torch.Tensor, K: int = 2, M: int = 3) -> None:
     r"""Hidden Markov model with categorical emissions; the states are summed out exactly.
@@ -530,6 +539,16 @@ def _regime_series(seed: int = 0) -> dict[str, Any]:
     engines=("svi", "nuts", "enum"),
     engine_options={"nuts": {"num_samples": 200, "warmup": 200, "num_chains": 4}},
     seed_ref="002 §19.3.1 (L3404–3406); ch. 19",
+    math=[
+        r"\pi \sim \mathrm{Dirichlet}(1, \ldots, 1),"
+        r" \quad A_{i\cdot} \sim \mathrm{Dirichlet}(1 + 3 e_i)",
+        r"\mu \sim \mathrm{SortedNormal}(0,\, 3;\ K),"
+        r" \quad \sigma_k \sim \mathrm{LogNormal}(0,\, 1)",
+        r"z_1 \sim \mathrm{Categorical}(\pi),"
+        r" \quad z_t \mid z_{t-1} \sim \mathrm{Categorical}(A_{z_{t-1}\cdot}),"
+        r" \quad t = 2, \ldots, T",
+        r"x_t \mid z_t \sim \mathcal{N}(\mu_{z_t},\, \sigma_{z_t}^2), \quad t = 1, \ldots, T",
+    ],
 )
 def gaussian_hmm(x: torch.Tensor, K: int = 2) -> None:
     r"""Hidden Markov model with Gaussian emissions (a regime-switching series); the states are
@@ -915,6 +934,13 @@ def _nile(seed: int = 0) -> dict[str, Any]:
         "svi_states": ("svi", {"guide": "mvn"}, {"states": "sampled"}),
     },
     seed_ref="002 ch. 31–32 (§32.2); 000 §1.4",
+    math=[
+        r"q \sim \mathrm{LogNormal}(\log (s/3)^2,\, 2),"
+        r" \quad r \sim \mathrm{LogNormal}(\log s^2,\, 2)",
+        r"x_0 \sim \mathcal{N}(m_0,\, P_0), \quad x_t = x_{t-1} + w_t,"
+        r" \quad w_t \sim \mathcal{N}(0,\, q)",
+        r"y_t = x_t + v_t, \quad v_t \sim \mathcal{N}(0,\, r), \quad t = 1, \ldots, T",
+    ],
 )
 def linear_gaussian_ssm(
     y: torch.Tensor,

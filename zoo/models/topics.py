@@ -83,6 +83,12 @@ def check_corpus(words: torch.Tensor, K: int, V: int, *, values: bool = True) ->
     # q(theta_d) from an encoder of document d's words instead of a Dirichlet per document
     variants={"svi_amortised": ("svi", {}, {"amortised": True})},
     seed_ref="002 §16.2 (L2960–3008); 001 §2.5 (L750–1040)",
+    math=[
+        r"\phi_k \sim \mathrm{Dirichlet}(\eta, \ldots, \eta), \quad k = 1, \ldots, K",
+        r"\theta_d \sim \mathrm{Dirichlet}(\alpha, \ldots, \alpha), \quad d = 1, \ldots, D",
+        r"z_{dn} \mid \theta_d \sim \mathrm{Categorical}(\theta_d),"
+        r" \quad w_{dn} \mid z_{dn} \sim \mathrm{Categorical}(\phi_{z_{dn}})",
+    ],
 )
 def lda(
     words: torch.Tensor,

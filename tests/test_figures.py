@@ -1,0 +1,267 @@
+"""The model page's forest plot, posterior predictive check, LOO/WAIC table and rendered math
+(reports/figures.py), on smoke-size runs built once per module."""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import io
+import json
+import warnings
+
+import numpy as np
+import pyro
+import pyro.distributions as dist
+import pytest
+import torch
+from matplotlib import image as mpimg
+from scipy import stats
+
+import reports
+import zoo
+from inference.arviz_io import arviz
+from reports import figures as F
+from zoo.registry import isolated
+
+
+@pytest.fixture(scope="module")
+def cmp() -> zoo.Comparison:
+    """Bayesian linear regression (two weights, a closed-form truth): the exact posterior,
+    short SVI and Laplace; the last two carry a pointwise log-likelihood."""
+    return zoo.compare(
+        "bayesian_linear_regression", ["exact", "svi", "laplace"], num_steps=100, progress=False
+    )
+
+
+@pytest.fixture(scope="module")
+def page(cmp: zoo.Comparison) -> dict[str, str]:
+    return reports.render_model_page(cmp)
+
+
+def decode(png: str) -> np.ndarray:
+    return mpimg.imread(io.BytesIO(base64.b64decode(png)), format="png")
+
+
+# --------------------------------------------------------------------------- forest plot
+def test_forest_has_one_line_per_parameter_and_engine_and_marks_the_truth(
+    cmp: zoo.Comparison,
+) -> None:
+    colors = F.engine_colors(cmp.runs)
+    fig, shown, left = F.forest_plot(cmp, colors)
+    assert shown == ["beta[0]", "beta[1]"] and left == []
+    gids = [line.get_gid() for ax in fig.axes for line in ax.get_lines() if line.get_gid()]
+    expected = {f"{e}|{row}" for e in cmp.runs for row in shown}
+    assert sorted(g for g in gids if not g.startswith("truth|")) == sorted(expected)
+    assert sorted(g for g in gids if g.startswith("truth|")) == [f"truth|{r}" for r in shown]
+    table = cmp.table
+    for ax in fig.axes:
+        for line in ax.get_lines():
+            gid = line.get_gid()
+            if not gid:
+                continue
+            source, row = gid.split("|")
+            mean, sd = table.loc[row, (source, "mean")], table.loc[row, (source, "sd")]
+            if source == "truth":  # the truth's mean: a vertical mark
+                assert np.allclose(line.get_xdata(), mean)
+            else:  # an engine: mean +- 2 sd, in its page colour
+                assert np.allclose(line.get_xdata(), [mean - 2 * sd, mean + 2 * sd])
+                assert line.get_color() == colors[source]
+    image = F.forest_figure(cmp, colors)
+    assert image.kind == "forest" and decode(image.png).shape[1] > 0
+
+
+def test_forest_caps_its_rows_and_names_the_rest(cmp: zoo.Comparison) -> None:
+    fig, shown, left = F.forest_plot(cmp, F.engine_colors(cmp.runs), limit=1)
+    assert (shown, left) == (["beta[0]"], ["beta[1]"])
+    assert F._compact_rows([f"z[{i}]" for i in range(40, 120)] + ["s"]) == (
+        "z[40..119] (80 rows), s"
+    )
+
+
+# --------------------------------------------------------------------------- predictive check
+def test_ppc_replays_the_exact_posterior_through_the_model(cmp: zoo.Comparison) -> None:
+    assert F.ppc_engine(cmp) == "exact"
+    entry = zoo.get_model("bayesian_linear_regression")
+    reps = F.replicate(entry.model, cmp.data, cmp.runs["exact"], draws=30)
+    (rep,) = reps
+    y = cmp.data["y"].numpy()
+    assert rep.site == "y" and not rep.discrete
+    assert np.allclose(rep.observed, y)
+    assert rep.replicated.shape == (30, len(y))
+    # every replicate is y_rep = X beta + N(0, sigma^2) noise at one posterior draw: residuals
+    # from the exact posterior mean have sd sigma * sqrt(1 + ~p/N) = 1.02 sigma (p = 2 weights,
+    # N = 50); the sd of 1500 residuals is within 0.25 of that by > 10 Monte-Carlo sds (0.02)
+    X, sigma = cmp.data["X"].numpy(), cmp.data["sigma"]
+    resid = rep.replicated - X @ cmp.truth.mean["beta"]
+    assert abs(resid.std() / sigma - 1) < 0.25
+    p = F.ppc_p_values(rep)
+    assert set(p) == {"mean", "sd"} and all(0 <= v <= 1 for v in p.values())
+    figure = F.ppc_figure(cmp, F.engine_colors(cmp.runs))
+    assert figure.kind == "ppc" and decode(figure.png).shape[0] > 0
+
+
+def test_ppc_prefers_a_reliable_run(cmp: zoo.Comparison) -> None:
+    def marked(*unreliable: str) -> zoo.Comparison:
+        runs = {
+            e: dataclasses.replace(r, status="unreliable", caveat="test") if e in unreliable else r
+            for e, r in cmp.runs.items()
+        }
+        return dataclasses.replace(cmp, runs=runs)
+
+    assert F.ppc_engine(marked("exact")) == "svi"
+    assert F.ppc_engine(marked("exact", "svi", "laplace")) == "exact"
+    figure = F.ppc_figure(marked("exact", "svi", "laplace"), F.engine_colors(cmp.runs))
+    assert "exact's is unreliable (test)" in figure.caption
+
+
+def test_ppc_p_values_count_replicates_at_or_above_the_data() -> None:
+    rep = F.Replicates(
+        "y", np.array([0.0, 2.0]), np.array([[0.0, 0.0], [1.0, 1.0], [0.0, 4.0]]), False
+    )
+    # means 0, 1, 2 against the data's 1; sds 0, 0, 2 against the data's 1
+    assert F.ppc_p_values(rep) == {"mean": pytest.approx(2 / 3), "sd": pytest.approx(1 / 3)}
+
+
+def test_ppc_left_out_where_the_model_cannot_be_replayed(cmp: zoo.Comparison) -> None:
+    entry = zoo.get_model("bayesian_linear_regression")
+    run = cmp.runs["exact"]
+    no_beta = dataclasses.replace(
+        run, idata=arviz().from_dict(posterior={"other": np.zeros((1, 5))})
+    )
+    assert F.replicate(entry.model, cmp.data, no_beta) is None  # a latent with no draws
+
+    def model(y: torch.Tensor, batch: int | None = None) -> None:
+        mu = pyro.sample("mu", dist.Normal(0.0, 1.0))
+        with pyro.plate("data", len(y), subsample_size=batch) as idx:
+            pyro.sample("y", dist.Normal(mu, 1.0), obs=y[idx])
+
+    draws = dataclasses.replace(
+        run, idata=arviz().from_dict(posterior={"mu": np.linspace(-1, 1, 10)[None]})
+    )
+    y = torch.arange(20.0)
+    assert F.replicate(model, {"y": y}, draws)[0].replicated.shape == (10, 20)
+    assert F.replicate(model, {"y": y, "batch": 4}, draws) is None  # minibatches
+    with isolated():
+        zoo.register("minibatched", model=model, data={"y": y, "batch": 4})
+        small = dataclasses.replace(
+            cmp,
+            model=zoo.get_model("minibatched").info(),
+            runs={"exact": draws},
+            data={"y": y, "batch": 4},
+        )
+        assert F.ppc_engine(small) == "exact"
+        assert F.ppc_figure(small, F.engine_colors(small.runs)) is None
+    unregistered = dataclasses.replace(cmp, model=dataclasses.replace(cmp.model, name="nowhere"))
+    assert F.ppc_figure(unregistered, F.engine_colors(cmp.runs)) is None
+
+
+def test_binned_kde_matches_scipy() -> None:
+    x = np.random.default_rng(0).normal(size=400)
+    grid = np.linspace(-4, 4, 256)
+    width = F._scott(x)
+    ours = F.binned_kde(x, grid, width)
+    theirs = stats.gaussian_kde(x, bw_method=width / x.std(ddof=1))(grid)
+    # binning moves each draw by at most half a grid step: the density by < step * max |f'|
+    step = grid[1] - grid[0]
+    bound = step * 0.5 * np.max(np.abs(np.gradient(theirs, grid))) + 1e-3
+    assert np.max(np.abs(ours - theirs)) < bound
+    assert np.trapezoid(ours, grid) == pytest.approx(1.0, abs=1e-3)
+
+
+# --------------------------------------------------------------------------- LOO / WAIC
+def test_loo_table_equals_arviz_loo_on_the_same_idata(cmp: zoo.Comparison) -> None:
+    loo = F.loo_comparison(cmp)
+    rows = {r["engine"]: r for r in loo["rows"]}
+    assert set(rows) == {"svi", "laplace"}  # exact carries no pointwise log-likelihood
+    az = arviz()
+    for engine, row in rows.items():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ref = az.loo(cmp.runs[engine].idata, pointwise=True)
+            waic = az.waic(cmp.runs[engine].idata)
+        assert row["elpd_loo"] == pytest.approx(float(ref.elpd_loo))
+        assert row["p_loo"] == pytest.approx(float(ref.p_loo))
+        assert row["se"] == pytest.approx(float(ref.se))
+        assert row["elpd_waic"] == pytest.approx(float(waic.elpd_waic))
+        assert row["n_obs"] == len(cmp.data["y"])
+        assert row["k_bad"] == int(np.sum(np.asarray(ref.pareto_k) > row["good_k"]))
+    assert sum(r["weight"] for r in rows.values()) == pytest.approx(1.0)
+    assert [r["rank"] for r in loo["rows"]] == [0, 1]
+    best, other = loo["rows"]
+    assert best["elpd_loo"] >= other["elpd_loo"]
+    assert other["elpd_diff"] == pytest.approx(best["elpd_loo"] - other["elpd_loo"])
+    assert loo["observed"] == ["y"]
+
+
+def test_loo_warns_in_words_about_pareto_k(cmp: zoo.Comparison) -> None:
+    run = cmp.runs["svi"]
+    ll = run.idata.log_likelihood["y"].values.copy()
+    ll[..., 3] += np.random.default_rng(1).standard_cauchy(ll.shape[:2]) * 50  # heavy tail
+    idata = arviz().from_dict(
+        posterior={"beta": run.idata.posterior["beta"].values}, log_likelihood={"y": ll}
+    )
+    bad = dataclasses.replace(cmp, runs={"svi": dataclasses.replace(run, idata=idata)})
+    loo = F.loo_comparison(bad)
+    (row,) = loo["rows"]
+    assert row["k_bad"] >= 1
+    assert loo["warnings"][0].startswith("k\u0302 > ")
+    assert f"at {row['k_bad']} of {len(cmp.data['y'])} observations" in loo["warnings"][0]
+    assert loo["warnings"][0].endswith("LOO unreliable for svi")
+
+
+# --------------------------------------------------------------------------- math and page
+def test_every_registered_models_math_renders() -> None:
+    with_math = [n for n in zoo.list_models() if zoo.get_model(n).math]
+    assert {"beta_bernoulli", "logistic_regression", "eight_schools", "gaussian_mixture"} <= set(
+        with_math
+    )
+    for name in with_math:
+        for line in zoo.get_model(name).math:
+            m = F.render_math(line)
+            pixels = decode(m["png"])
+            assert pixels.shape[1] == pytest.approx(2 * m["width"], abs=2) and m["height"] > 0
+            assert pixels[..., 3].max() > 0  # something is drawn
+
+
+def test_unparseable_math_falls_back_to_the_docstring() -> None:
+    assert F.math_images([r"\frac{1}{"]) == []
+    with isolated(), pytest.raises(ValueError, match="math must be LaTeX lines"):
+        zoo.register("bad_math", model=lambda: None, data={}, math=[1, 2])
+
+
+def test_data_provenance_is_the_docstrings_default_data_paragraph() -> None:
+    doc = "Title.\n\nStory.\nDefault data: ten tosses,\nseven heads.\n\nMore."
+    assert F.data_provenance(doc) == "Default data: ten tosses, seven heads."
+    assert F.data_provenance("No data said.") is None
+
+
+def test_model_page_shows_math_forest_ppc_and_loo(cmp: zoo.Comparison, page: dict) -> None:
+    html, md = page["bayesian_linear_regression.html"], page["bayesian_linear_regression.md"]
+    data = json.loads(page["bayesian_linear_regression.json"])
+    first = zoo.get_model("bayesian_linear_regression").math[0]
+    assert 'alt="\\beta \\sim \\mathcal{N}(0,\\, \\tau^2 I)"' in html
+    assert "Forest plot" in html and "Posterior predictive check" in html
+    assert 'id="loo"' in html and "elpd_loo" in html
+    assert f"$$ {first} $$" in md and "## Predictive accuracy: LOO and WAIC" in md
+    assert data["math"] == list(zoo.get_model("bayesian_linear_regression").math)
+    assert [r["engine"] for r in data["loo"]["rows"]] == [
+        r["engine"] for r in F.loo_comparison(cmp)["rows"]
+    ]
+    assert data["provenance"].startswith("Default data:")
+
+
+def test_loo_without_compare_ranks_by_elpd(cmp: zoo.Comparison, monkeypatch) -> None:
+    full = {r["engine"]: r for r in F.loo_comparison(cmp)["rows"]}
+    one = dataclasses.replace(cmp, runs={"svi": cmp.runs["svi"]})
+    (row,) = F.loo_comparison(one)["rows"]
+    assert (row["rank"], row["weight"], row["elpd_diff"]) == (0, 1.0, 0.0)
+    assert row["elpd_loo"] == pytest.approx(full["svi"]["elpd_loo"])
+
+    def refuse(*args, **kwargs):
+        raise ValueError("no compare")
+
+    monkeypatch.setattr(arviz(), "compare", refuse)
+    rows = F.loo_comparison(cmp)["rows"]
+    assert [r["elpd_loo"] for r in rows] == sorted((r["elpd_loo"] for r in rows), reverse=True)
+    assert all(np.isnan(r["weight"]) for r in rows)
+    assert rows[1]["elpd_diff"] == pytest.approx(rows[0]["elpd_loo"] - rows[1]["elpd_loo"])
