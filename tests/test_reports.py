@@ -317,9 +317,9 @@ def test_profiles_plan() -> None:
     assert plan["beta_bernoulli"]["exact"] == {}
     # counts: the larger of the profile's and the model's wins, either way round
     full = by_model(plan_report(["gaussian_mixture"], profile="full"))
-    assert full["gaussian_mixture"]["nuts"]["num_samples"] == 1000  # full's 1000 over 300
+    assert full["gaussian_mixture"]["hmc"]["num_samples"] == 1000  # full's 1000 over 300
     smoke = by_model(plan_report(["gaussian_mixture"], profile="smoke"))
-    assert smoke["gaussian_mixture"]["nuts"]["num_samples"] == 300  # the model's over 50
+    assert smoke["gaussian_mixture"]["hmc"]["num_samples"] == 300  # the model's over 50
     only = by_model(plan_report(profile="smoke", engines=["exact", "em"]))
     assert only["beta_bernoulli"].keys() == {"exact"} and only["three_coin"].keys() == {"em"}
     for name in zoo.list_models():  # a whole-zoo report leaves out models neither applies to
