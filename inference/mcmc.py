@@ -302,7 +302,7 @@ def nuts_engine(
 def chees_engine(
     ctx: EngineContext,
     *,
-    num_samples: int = 500,
+    num_samples: int = 1000,
     warmup: int = 300,
     num_chains: int = 32,
     jit: bool | None = None,
