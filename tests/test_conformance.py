@@ -43,6 +43,9 @@ SLOW_CELLS = {
     ("gaussian_mixture", "importance"),
     ("naive_bayes", "importance"),
     ("naive_bayes_bernoulli", "importance"),
+    ("naive_bayes_bernoulli", "nuts"),  # test_naive_bayes runs it against the closed form
+    ("three_coin", "importance"),  # 10 s each; the slow run keeps them
+    ("gaussian_mixture", "mh"),
     # 9-16 s each on loaded cores (300 SVI steps, then held-out importance sampling): vae's svi
     # cell stays, and test_deep runs each of these engines at a smaller size
     ("vae", "svi_meanfield"),

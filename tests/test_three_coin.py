@@ -115,6 +115,8 @@ def test_ground_truth_agrees_with_an_independent_grid():
     assert truth.density["pi"](x).mean() == pytest.approx(1.0, abs=1e-4)
 
 
+@pytest.mark.slow  # 17 s; the conformance cell three_coin-nuts and test_samplers' agreement with
+# Pyro's NUTS on three_coin check the same sampler on this model in the default run
 def test_nuts_matches_exact_posterior():
     run = zoo.run("three_coin", "nuts", num_samples=200, warmup=150, num_chains=4, seed=0)
     truth = ENTRY.ground_truth()
