@@ -56,6 +56,15 @@ AMORTISED = (
     "networks' weights are parameters that only SVI fits (sampling 1500 z_i under untrained "
     "networks, or the weights themselves, is not what the seed teaches)"
 )
+# What the three models register alike: svi only (AMORTISED says why), no parameter table (the
+# weights are not posterior quantities), Adam at LR, the image grids their scores draw.
+AMORTISED_SVI: dict[str, Any] = {
+    "engines": ("svi",),
+    "not_applicable": AMORTISED,
+    "params": (),
+    "engine_options": {"svi": {"lr": LR}},
+    "figures": {"images": {"shape": SHAPE}},
+}
 
 # ----------------------------------------------------------------------------------- data
 
@@ -157,15 +166,11 @@ def gaussian_kl(loc_q: Any, var_q: Any, loc_p: Any, var_p: Any) -> torch.Tensor:
 
 @zoo.register(
     data=digits,
-    engines=("svi",),
-    not_applicable=AMORTISED,
-    params=(),
-    engine_options={"svi": {"lr": LR}},
+    **AMORTISED_SVI,
     variants={
         "svi_meanfield": ("svi", {"elbo": "meanfield"}),
         "svi_iwae": ("svi", {"elbo": "iwae", "num_particles": 5}),
     },
-    figures={"images": {"shape": SHAPE}},
     seed_ref="000 §3.3.2, §3.3.5 (L819–954); 001 §3 (L1055–1224); 002 §20.1 (L3738–3805)",
     math=[
         r"z_i \sim \mathcal{N}(0,\, I_d), \quad i = 1, \ldots, N",
@@ -348,11 +353,7 @@ def reconstructions(
 
 @zoo.register(
     data=labelled_digits,
-    engines=("svi",),
-    not_applicable=AMORTISED,
-    params=(),
-    engine_options={"svi": {"lr": LR}},
-    figures={"images": {"shape": SHAPE}},
+    **AMORTISED_SVI,
     seed_ref="002 §20.1.2 (L3806–3832)",
 )
 def cvae(
@@ -441,11 +442,7 @@ def score_cvae(
 
 @zoo.register(
     data=labelled_digits,
-    engines=("svi",),
-    not_applicable=AMORTISED,
-    params=(),
-    engine_options={"svi": {"lr": LR}},
-    figures={"images": {"shape": SHAPE}},
+    **AMORTISED_SVI,
     seed_ref="002 §20.1.3 (L3833–3865)",
 )
 def vade(
