@@ -18,14 +18,13 @@ share (up to rounding) of the ``L + 1`` rank values, against their exact probabi
 
 from __future__ import annotations
 
-import importlib
 import math
 from typing import Any
 
 import numpy as np
 from scipy import stats
 
-from .arviz_io import arviz
+from .arviz_io import _quiet, arviz
 
 UNIFORM_SD = 1.0 / math.sqrt(12.0)  # sd of U(0, 1): that of a normalised rank when calibrated
 
@@ -35,7 +34,7 @@ def effective_sizes(draws: np.ndarray) -> np.ndarray:
     (ArviZ's estimators; NaN where undefined, as for a constant chain)."""
     az = arviz()
     data = az.convert_to_dataset(np.asarray(draws, dtype=float))
-    with np.errstate(all="ignore"):
+    with _quiet():
         bulk = np.asarray(az.ess(data, method="bulk")["x"].values, dtype=float).reshape(-1)
         tail = np.asarray(az.ess(data, method="tail")["x"].values, dtype=float).reshape(-1)
     return np.fmin(bulk, tail)
@@ -112,6 +111,18 @@ def bin_edges(num_draws: int, bins: int) -> np.ndarray:
     return np.floor(np.arange(bins + 1) * (num_draws + 1) / bins).astype(np.int64)
 
 
+def binned(ranks_: np.ndarray, num_draws: int, bins: int) -> tuple[np.ndarray, np.ndarray]:
+    """Counts ``(P, bins)`` of ranks ``(reps, P)`` in the bins of :func:`bin_edges`, and each
+    bin's probability ``(bins,)`` under uniform ranks."""
+    arr = np.asarray(ranks_, dtype=np.int64)
+    edges = bin_edges(num_draws, bins)
+    counts = [
+        np.bincount(np.searchsorted(edges, col, side="right") - 1, minlength=bins) for col in arr.T
+    ]
+    probs = np.diff(edges) / (num_draws + 1)
+    return np.array(counts, dtype=np.int64).reshape(arr.shape[1], bins), probs
+
+
 def uniformity(
     ranks_: np.ndarray, num_draws: int, bins: int | None = None
 ) -> tuple[np.ndarray, np.ndarray, int]:
@@ -120,17 +131,10 @@ def uniformity(
     arr = np.asarray(ranks_, dtype=np.int64)
     reps = arr.shape[0]
     bins = default_bins(reps, num_draws) if bins is None else int(bins)
-    edges = bin_edges(num_draws, bins)
-    probs = np.diff(edges) / (num_draws + 1)
     if reps == 0:
         nan = np.full(arr.shape[1], np.nan)
         return nan, nan.copy(), bins
-    counts = np.stack(
-        [
-            np.bincount(np.searchsorted(edges, col, side="right") - 1, minlength=bins)
-            for col in arr.T
-        ]
-    )
+    counts, probs = binned(arr, num_draws, bins)
     res = stats.chisquare(counts, f_exp=probs * reps, axis=1)
     return np.asarray(res.statistic, dtype=float), np.asarray(res.pvalue, dtype=float), bins
 
@@ -149,8 +153,7 @@ def ecdf_difference(
 
     Returns ``{"z", "difference", "lower", "upper"}``; ``ranks_`` is one parameter's ``(reps,)``.
     """
-    ecdf_utils = importlib.import_module("arviz.stats.ecdf_utils")
-    arviz()  # ArviZ imported quietly first
+    ecdf_utils = arviz().stats.ecdf_utils  # through arviz(): imported quietly
     r = np.sort(np.asarray(ranks_, dtype=np.int64))
     n = r.size
     steps = np.unique(np.linspace(1, num_draws, min(points, num_draws)).round().astype(int))

@@ -61,7 +61,8 @@ def test_ranks_of_exchangeable_draws_are_uniform():
 def test_thinning_keeps_about_ess_draws():
     rng = np.random.default_rng(shifted(2))
     chains = rng.normal(size=(4, 500))
-    assert calibration.thin(chains, 200.0, rng).size in range(180, 221)
+    # stride ceil(2000 / 200) = 10 divides each chain's 500 draws: 50 a chain from any offset
+    assert calibration.thin(chains, 200.0, rng).size == 200
     assert calibration.thin(chains, np.nan, rng).size == 4  # no ESS: one draw a chain
 
 
@@ -130,7 +131,7 @@ def test_page_and_ranks_files(exact_runs, tmp_path):
     csv = (tmp_path / "sbc-normal_normal-exact.csv").read_text(encoding="utf-8").splitlines()
     assert csv[0] == "rep,mu" and len(csv) == REPS + 1
     assert "sbc-normal_normal-exact.html" in (tmp_path / "sbc.html").read_text(encoding="utf-8")
-    assert "miscalibrated" in "\n".join(broken.page()["sbc-normal_normal-exact.md"].splitlines())
+    assert "miscalibrated" in broken.page()["sbc-normal_normal-exact.md"]
 
 
 def test_nuts_and_svi_smoke(tmp_path):
@@ -140,7 +141,6 @@ def test_nuts_and_svi_smoke(tmp_path):
     assert (nuts.kept <= 120).all() and (nuts.kept >= 2).all()
     svi = sbc("normal_normal", "svi", reps=3, workers=1, num_steps=100, num_samples=200)
     assert svi.ranks.shape == (3, 1) and np.isnan(svi.ess).all() and (svi.kept == 200).all()
-    assert svi.verdict in ("calibrated", "miscalibrated")
 
 
 # ------------------------------------------------------------------ wrong calls

@@ -44,6 +44,7 @@ from inference import Run, ZooError, check_options
 from inference.calibration import (
     UNIFORM_SD,
     bin_edges,
+    binned,
     ecdf_difference,
     normalised,
     ranks,
@@ -450,13 +451,10 @@ class SBCResult:
         fig, axes = self._grid(len(shown))
         edges = bin_edges(self.num_draws, int(self.bins))
         n = len(self.rep_ids)
-        probs = np.diff(edges) / (self.num_draws + 1)
+        counts, probs = binned(self.ranks, self.num_draws, int(self.bins))
         lo, hi = stats.binom.interval(0.99, n, probs)
         for ax, j in zip(axes, shown, strict=True):
-            counts = np.bincount(
-                np.searchsorted(edges, self.ranks[:, j], side="right") - 1, minlength=len(probs)
-            )
-            ax.stairs(counts, edges, fill=True, color="#1f77b4", alpha=0.75)
+            ax.stairs(counts[j], edges, fill=True, color="#1f77b4", alpha=0.75)
             ax.stairs(probs * n, edges, color="#5b6570", lw=0.9)
             for bound in (lo, hi):
                 ax.stairs(bound, edges, color="#5b6570", lw=0.7, ls="--")
