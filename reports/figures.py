@@ -40,7 +40,7 @@ from pyro.poutine.util import site_is_subsample
 from scipy import stats
 from scipy.optimize import linear_sum_assignment
 
-from inference.arviz_io import _quiet, arviz
+from inference.arviz_io import _quiet, arviz, to_inference_data
 from inference.replay import replay_one
 from inference.results import Comparison, Density, GroundTruth, Run
 from inference.runtime import seeded
@@ -1251,9 +1251,8 @@ def _pointwise_idata(run: Run) -> Any:
         return run.idata
     c, d = ll.sizes["chain"], ll.sizes["draw"]
     joined = np.concatenate([np.asarray(ll[v].values).reshape(c, d, -1) for v in names], axis=2)
-    post = {k: np.asarray(v.values) for k, v in run.idata.posterior.data_vars.items()}
-    with _quiet():
-        return arviz().from_dict(posterior=post, log_likelihood={"+".join(names): joined})
+    post = {k: v.values for k, v in run.idata.posterior.data_vars.items()}
+    return to_inference_data(post, log_likelihood={"+".join(names): joined})
 
 
 def _ranked(elpd: Mapping[str, Any]) -> pd.DataFrame:

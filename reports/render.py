@@ -465,7 +465,7 @@ def model_json(cmp: Comparison, ctx: Mapping[str, Any]) -> dict[str, Any]:
             "engine_status": row["engine_status"],
             "caveat": row["caveat"],
             "reasons": row["reasons"],
-            "scores": model_scores(run),
+            "scores": row["scores"],
             "summary": frame_records(run.summary) if run.ok else {},
         }
     keys = (
@@ -605,9 +605,8 @@ def index_rows(models: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> l
     """Per model, per column, the entries of its engines (applicable order, then the rest)."""
     rows = []
     for m in models:
-        engines = [e for e in [*m.get("applicable", ()), *m["engines"]]]
         per: dict[str, list[dict[str, Any]]] = {c: [] for c in columns}
-        for e in dict.fromkeys(engines):
+        for e in dict.fromkeys([*m.get("applicable", ()), *m["engines"]]):
             per[index_column(e)].append(index_entry(e, index_column(e), m["engines"].get(e)))
         rows.append([per[c] for c in columns])
     return rows
