@@ -336,7 +336,7 @@ def test_a_cell_that_cannot_be_stored_is_logged_and_run_again(tmp_path, caplog):
     with caplog.at_level(logging.WARNING, logger="zoo.store"):
         assert not store.save(MODEL, "exact", SEED, run.options, run)
     assert "cell beta_bernoulli/exact: not stored (cannot store function)" in caplog.text
-    assert store.load(MODEL, "exact", SEED, run.options).why is None  # nothing stored
+    assert store.load(MODEL, "exact", SEED, run.options) == cell_store.Found(None)  # none
     run.options = {"num_samples": 10}
     assert store.save(MODEL, "exact", SEED, run.options, run)
     found = store.load(MODEL, "exact", SEED, run.options)

@@ -62,11 +62,7 @@ def write_atomically(
     stage = Path(tempfile.mkdtemp(prefix=".zoo-staging-", dir=out))
     try:
         for name, content in files.items():
-            target = stage / name
-            if isinstance(content, bytes):
-                target.write_bytes(content)
-            else:
-                target.write_text(content, encoding="utf-8")
+            _write(stage / name, content)
         for name in sorted(files, key=lambda n: n in last):
             os.replace(stage / name, out / name)
     finally:
@@ -93,10 +89,14 @@ def replacing(path: Path) -> Iterator[Path]:
 def replace_file(path: Path, content: str | bytes) -> None:
     """Write ``content`` to ``path`` atomically: readers see the old file or the whole new one."""
     with replacing(path) as tmp:
-        if isinstance(content, bytes):
-            tmp.write_bytes(content)
-        else:
-            tmp.write_text(content, encoding="utf-8")
+        _write(tmp, content)
+
+
+def _write(path: Path, content: str | bytes) -> None:
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content, encoding="utf-8")
 
 
 def remove_leftovers(folder: Path, pattern: str | None = None) -> list[Path]:

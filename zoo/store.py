@@ -30,7 +30,6 @@ from __future__ import annotations
 import base64
 import functools
 import hashlib
-import importlib
 import inspect
 import io
 import json
@@ -49,6 +48,7 @@ import pandas as pd
 import torch
 
 from inference import Run
+from inference.arviz_io import arviz
 from inference.results import Evidence, one_line
 
 from .files import TMP_SUFFIX, remove_leftovers, replace_file, replacing
@@ -355,7 +355,7 @@ class CellStore:
         except Unusable as e:
             return Found(None, str(e), e.kind)
 
-    def _read(self, record_path: Path, nc_path: Path, parts: Mapping[str, Any]) -> Run | None:
+    def _read(self, record_path: Path, nc_path: Path, parts: Mapping[str, Any]) -> Run:
         try:
             record = json.loads(record_path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
@@ -452,7 +452,7 @@ def _sha256(path: Path) -> str:
 
 def _read_netcdf(raw: bytes) -> Any:
     """An InferenceData from netCDF bytes, loaded into memory (no file left open)."""
-    az = importlib.import_module("arviz")  # imported on first use, as inference.arviz_io does
+    az = arviz()
     try:
         with az.rc_context({"data.load": "eager"}):
             return az.from_netcdf(io.BytesIO(raw))

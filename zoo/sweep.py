@@ -39,9 +39,7 @@ from .api import check_seed, comparison, execute, prepare
 from .files import check_writable, locked, remove_leftovers, write_atomically
 from .profiles import check_profile, engine_options
 from .registry import ModelEntry, get_model, list_models
-from .store import CellStore
-
-log = logging.getLogger("zoo.store")
+from .store import CellStore, log
 
 
 @dataclass(frozen=True)
