@@ -136,7 +136,7 @@ class BatchedDensity:
         self.blocks, self.dim = tuple(blocks), start
         self._graph: Fn | None = None
         self._traced: Fn = self._loop  # the graph as run uncompiled (TorchScript or FX)
-        self._fused: dict[Callable[..., Any], Callable[..., Any] | None] = {}
+        self._fused: dict[tuple[Any, ...], Callable[..., Any] | None] = {}
         self._bare_calls, self._bare_compiled = 0, False
         self.mode, self._fn = self._build(compile)
         self.auto_compile = False  # see tick()
@@ -261,12 +261,13 @@ class BatchedDensity:
         traced through this density's graph and compiled as one function of ``args``, so that
         the sampler's bookkeeping around each density call costs no Python either; None where
         the density is not in compiled form or the step cannot be fused (the reason is kept in
-        ``reasons['fused']``). Compiled once per step function; checked against the eager step
-        at ``args``."""
+        ``reasons['fused']``). Compiled once per step function and argument shapes (a traced
+        graph fixes them); checked against the eager step at ``args``."""
         if self.mode != "compiled" or self._graph is None:
             return None
-        if step in self._fused:
-            return self._fused[step]
+        key = (step, tuple((a.shape, a.dtype) for a in args))  # traced graphs fix the shapes
+        if key in self._fused:
+            return self._fused[key]
         graph = self._graph
 
         def through_graph(*a: torch.Tensor) -> tuple[torch.Tensor, ...]:
@@ -288,7 +289,7 @@ class BatchedDensity:
         except Exception as e:  # noqa: BLE001 - the eager step is always there
             self.reasons["fused"] = one_line(e)
             fused = None
-        self._fused[step] = fused
+        self._fused[key] = fused
         return fused
 
     def start_run(self, *, auto_compile: bool) -> None:

@@ -52,7 +52,7 @@ CHOICES: dict[str, tuple[Any, ...]] = {
     "proposal": PROPOSALS,
     "backend": ("zoo", "pyro"),
 }
-FLAGS_OR_AUTO = {"jit"}  # True, False or None (decide by the work)
+FLAGS_OR_AUTO = {"jit", "dense_mass"}  # True, False or None (decide by the work)
 
 
 # What a model must have for a generic engine to apply to it.

@@ -308,11 +308,13 @@ def chees_engine(
     jit: bool | None = None,
     target_accept: float = 0.651,
     max_steps: int = 1000,
+    dense_mass: bool | None = None,
     parallel: bool = True,
 ) -> Run:
     """ChEES-HMC (Hoffman, Radul & Sountsov 2021): many chains sharing one step size and one
     jittered trajectory length, both adapted in a short warmup; nested R-hat over superchains of
-    four chains started together."""
+    four chains started together. ``dense_mass``: a full-covariance metric (``None``: dense up to
+    100 dimensions, diagonal above)."""
     return grouped_run(
         ctx,
         "chees",
@@ -326,6 +328,7 @@ def chees_engine(
         min_group=CHEES_GROUP,
         target_accept=target_accept,
         max_steps=max_steps,
+        dense_mass=dense_mass,
     )
 
 

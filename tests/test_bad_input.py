@@ -114,6 +114,7 @@ API = [
     P(lambda: zoo.run("three_coin", "svi", num_step=10), r"unknown option 'num_step'.*'num_steps'", id="option-typo"),
     P(lambda: zoo.run("three_coin", "svi", guide="gaussian"), r"'guide' must be one of", id="guide-unknown"),
     P(lambda: zoo.run("three_coin", "svi", guide="mvm"), r"'guide' must be one of .*did you mean 'mvn'", id="guide-typo"),
+    P(lambda: zoo.run("three_coin", "chees", dense_mass="yes"), r"'dense_mass' must be True, False or None \(auto\)", id="dense_mass-string"),
     P(lambda: zoo.run("three_coin", "svi", backend="jax"), r"'backend' must be one of \['zoo', 'pyro'\]", id="backend-unknown"),
     P(lambda: zoo.run("three_coin", "em", progress="yes"), r"progress must be True, False or None", id="progress-string"),
     P(lambda: zoo.run("three_coin", "svi", elbo="trace"), r"must be enumerated: use elbo='enum'", id="elbo-inapplicable"),
