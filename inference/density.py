@@ -53,6 +53,11 @@ MODES = ("compiled", "traced", "vmap", "loop")
 # auto: compile when the traced density would take longer than this over the run (compiling
 # costs 0.5-1 s with inductor's on-disk cache warm, a few seconds the first time on a machine)
 COMPILE_AFTER_S = 3.0
+# ... or when the rest of the run at its pace so far (sampler steps included, which a compiled
+# sampler fuses too) would take longer than this
+# (linear_gaussian_ssm's sampled states: 176 s on the traced graph, 56 s compiled this way,
+# 157 s when only the density's own time decided)
+COMPILE_RUN_AFTER_S = 10.0
 BARE_COMPILE_AFTER = 300  # compiled mode: density calls outside a fused step before it compiles
 # ZOO_AUTO_COMPILE=0 keeps runs with jit=None on the traced graph (jit=True still compiles). The
 # test suite sets it: on a fresh machine, with inductor's cache cold, a model's first compile
@@ -140,7 +145,7 @@ class BatchedDensity:
         self._bare_calls, self._bare_compiled = 0, False
         self.mode, self._fn = self._build(compile)
         self.auto_compile = False  # see tick()
-        self._spent, self._decided = 0.0, False
+        self._spent, self._next_check, self._started = 0.0, 0, time.perf_counter()
 
     # ----------------------------------------------------------------- the density of one chain
     def unflatten(self, theta: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -296,19 +301,24 @@ class BatchedDensity:
         """A sampler run begins: ``auto_compile`` decides afresh for it (see :meth:`tick`),
         unless the environment turns automatic compiling off (:data:`AUTO_COMPILE_ENV`)."""
         allowed = os.environ.get(AUTO_COMPILE_ENV, "1").strip().lower() not in ("0", "false", "no")
-        self.auto_compile, self._spent, self._decided = auto_compile and allowed, 0.0, False
+        self.auto_compile = auto_compile and allowed
+        self._spent, self._next_check, self._started = 0.0, 0, time.perf_counter()
 
     def tick(self, iteration: int, total: int) -> None:
         """Called by a sampler after each iteration. With ``auto_compile``, once 2% of the run
-        (at least 10 iterations) is done, the traced graph is compiled when the time its calls
-        took, projected over the whole run, exceeds :data:`COMPILE_AFTER_S`."""
-        if not self.auto_compile or self._decided or self.mode != "traced":
+        (at least 10 iterations) is done and again each time the iterations done double, the
+        traced graph is compiled when the time its calls took, projected over the whole run,
+        exceeds :data:`COMPILE_AFTER_S`, or the rest of the run at its pace so far would take
+        more than :data:`COMPILE_RUN_AFTER_S`. Asked again because the pace changes: NUTS's
+        trees grow as warmup shrinks the step size."""
+        if not self.auto_compile or self.mode != "traced" or self._graph is None:
             return
-        if iteration + 1 < max(10, total // 50):
+        done = iteration + 1
+        if done < max(10, total // 50, self._next_check):
             return
-        self._decided = True
-        projected = self._spent / (iteration + 1) * total
-        if projected > COMPILE_AFTER_S and self._graph is not None:
+        self._next_check = 2 * done
+        rest = (time.perf_counter() - self._started) / done * (total - done)
+        if self._spent / done * total > COMPILE_AFTER_S or rest > COMPILE_RUN_AFTER_S:
             self.mode, self._fn = self._to_compiled(self._graph)
 
     def _check(self, fn: Fn, probe: torch.Tensor, *, reference: Fn, fresh: bool = False) -> None:

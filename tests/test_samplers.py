@@ -19,6 +19,7 @@ from foreign_corpus import CORPUS
 from seeding import shifted
 
 import zoo
+from inference import density as density_module
 from inference import samplers
 from inference.density import DensityWarning, batched_density, has_compiler
 
@@ -93,6 +94,30 @@ def test_a_branch_on_a_sampled_value_is_detected_and_falls_back(registry):
         scale = 1.0 if mu > 0 else 2.0
         want = dist.Normal(0.0, 3.0).log_prob(mu) + dist.Normal(mu, scale).log_prob(y).sum()
         assert float(value[b]) == pytest.approx(float(want), rel=1e-5)
+
+
+def test_auto_compile_asks_again_as_the_pace_changes(monkeypatch):
+    """The decision to compile is taken at 2% of the run (10 iterations at least) and again
+    each time the iterations done double: a run whose density calls look cheap at first and
+    then slow (NUTS's trees grow in warmup) is compiled once their time, projected over the
+    run, exceeds COMPILE_AFTER_S."""
+    e = zoo.get_model("beta_bernoulli")
+    d = batched_density(e.model, e.load_data(), e.structure, 2)
+    compiled: list[int] = []
+    monkeypatch.setattr(d, "_to_compiled", lambda graph: compiled.append(1) or ("compiled", d._fn))
+    monkeypatch.setattr(d, "mode", "traced")
+    monkeypatch.setenv(density_module.AUTO_COMPILE_ENV, "1")  # the suite turns it off
+    d.start_run(auto_compile=True)
+    total = 1000
+    for it in range(20):  # 1 ms of density calls an iteration: 1 s over the run
+        d._spent += 0.001
+        d.tick(it, total)
+    assert not compiled
+    for it in range(20, 40):  # then 100 ms an iteration: at 40 done, 50 s over the run
+        d._spent += 0.1
+        d.tick(it, total)
+        assert bool(compiled) == (it + 1 >= 40), it
+    assert d.mode == "compiled"
 
 
 def test_a_graph_right_only_where_it_was_traced_is_refused_at_fresh_points():
