@@ -54,9 +54,9 @@ MODES = ("compiled", "traced", "vmap", "loop")
 # costs 0.5-1 s with inductor's on-disk cache warm, a few seconds the first time on a machine)
 COMPILE_AFTER_S = 3.0
 # ... or when the rest of the run at its pace so far (sampler steps included, which a compiled
-# sampler fuses too) would take longer than this
-# (linear_gaussian_ssm's sampled states: 176 s on the traced graph, 56 s compiled this way,
-# 157 s when only the density's own time decided)
+# sampler fuses too) would take longer than this. linear_gaussian_ssm's sampled states: the
+# density's own time stayed under the first rule while NUTS's eager tree steps (2 ms each, the
+# density 0.6 ms of it) ran 310 s in the quick report; compiled by the pace of the run, 82 s.
 COMPILE_RUN_AFTER_S = 10.0
 BARE_COMPILE_AFTER = 300  # compiled mode: density calls outside a fused step before it compiles
 # ZOO_AUTO_COMPILE=0 keeps runs with jit=None on the traced graph (jit=True still compiles). The
@@ -144,8 +144,7 @@ class BatchedDensity:
         self._fused: dict[tuple[Any, ...], Callable[..., Any] | None] = {}
         self._bare_calls, self._bare_compiled = 0, False
         self.mode, self._fn = self._build(compile)
-        self.auto_compile = False  # see tick()
-        self._spent, self._next_check, self._started = 0.0, 0, time.perf_counter()
+        self.start_run(auto_compile=False)  # see tick()
 
     # ----------------------------------------------------------------- the density of one chain
     def unflatten(self, theta: torch.Tensor) -> dict[str, torch.Tensor]:

@@ -849,7 +849,7 @@ def chees(
                 qc = proposal[ok] - proposal[ok].mean(0)
                 q0 = q[ok] - q[ok].mean(0)
                 diff = (qc * qc).sum(-1) - (q0 * q0).sum(-1)
-                v = velocity(p_end[ok], inv_mass if inv_mass.dim() == 3 else inv_mass[ok])
+                v = velocity(p_end[ok], inv_mass if dense else inv_mass[ok])
                 g = 2 * u * diff * (qc * v).sum(-1)  # d/dT of the criterion, per chain
                 w = acc[ok]
                 grad_log_T = float((w * g).sum() / w.sum().clamp(min=1e-10)) * T

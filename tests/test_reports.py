@@ -22,7 +22,7 @@ from inference.arviz_io import make_run
 from reports.findings import accuracy_level
 from zoo import sweep
 from zoo.api import comparison
-from zoo.sweep import plan_report
+from zoo.sweep import largest_first, plan_report
 
 # ----------------------------------------------------------------------------- helpers
 
@@ -303,6 +303,20 @@ def test_unknown_model_leaves_nothing(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="unknown option"):
         zoo.report("beta_bernoulli", out=tmp_path / "r", options={"svi": {"steps": 3}})
     assert list(tmp_path.iterdir()) == []
+
+
+def test_cells_go_to_workers_largest_engine_first() -> None:
+    """A variant is costed by its base engine (nuts_states as nuts); equal costs keep the
+    plan's order; the closed forms go last."""
+    cells = plan_report(["linear_gaussian_ssm", "beta_bernoulli"], profile="smoke")
+    order = [(c.model, c.engine) for c in largest_first(cells)]
+    assert order[:3] == [
+        ("linear_gaussian_ssm", "nuts"),
+        ("linear_gaussian_ssm", "nuts_states"),
+        ("beta_bernoulli", "nuts"),
+    ]
+    assert order[-1] == ("beta_bernoulli", "exact")
+    assert sorted(order) == sorted((c.model, c.engine) for c in cells)
 
 
 def test_profiles_plan() -> None:

@@ -255,7 +255,7 @@ def run_cells(
         if progress:
             print(f"zoo report: {note}", file=sys.stderr, flush=True)
     if workers > 1 or scheduler:  # the longest cells first: none starts last and runs alone
-        todo.sort(key=expected_cost, reverse=True)
+        todo = largest_first(todo)
     pool = executor(workers if len(todo) > 1 else 1, scheduler) if todo else None
     bar = tqdm(total=len(cells), desc="zoo report", unit="cell", disable=progress is not True)
     bar.update(len(results))
@@ -291,14 +291,19 @@ def run_cells(
     return {(c.model, c.engine): results[(c.model, c.engine)] for c in cells}
 
 
-# Relative cost of a cell by its engine's family (a variant, ``nuts_states``, by its base):
-# the samplers that build trees or run many chains first, the closed forms last.
-ENGINE_COST = {"nuts": 4, "hmc": 3, "chees": 2, "svi": 2, "mh": 1, "importance": 1, "laplace": 1}
+# Relative cost of a cell by its engine (a variant, ``nuts_states``, by its base), the order
+# cells are handed to workers in: the samplers that build trees or run many chains first, the
+# closed forms (1) last.
+ENGINE_COST = {"nuts": 4, "hmc": 3, "chees": 2, "svi": 2}
 
 
-def expected_cost(cell: Cell) -> int:
-    """The order cells are handed to workers in (largest first)."""
-    return ENGINE_COST.get(cell.engine.split("_")[0], 1)
+def largest_first(cells: Sequence[Cell]) -> list[Cell]:
+    """``cells`` by :data:`ENGINE_COST`, largest first; equal costs keep their order."""
+    return sorted(
+        cells,
+        key=lambda c: ENGINE_COST.get(get_model(c.model).base_engine(c.engine), 1),
+        reverse=True,
+    )
 
 
 def _result(fut: Any, cell: Cell, seed: int) -> Run:
