@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import operator
 import os
 import shutil
 import time
@@ -201,6 +202,7 @@ class BatchedDensity:
         try:
             with _functional():
                 graph = make_fx(eager)(probe)
+            failed_factor_as_nan(graph)
             # values the density does not use (a model's deterministic sites) are dropped
             graph.graph.eliminate_dead_code()
             graph.recompile()
@@ -413,6 +415,47 @@ def sanitised(value: torch.Tensor, grad: torch.Tensor) -> tuple[torch.Tensor, to
     bad = ~torch.isfinite(value) | ~torch.isfinite(grad).all(-1)
     value = torch.where(bad, torch.full_like(value, -torch.inf), value)
     return value, torch.where(bad[:, None], torch.zeros_like(grad), grad)
+
+
+def failed_factor_as_nan(graph: torch.fx.GraphModule) -> int:
+    """Rewrite each ``_linalg_check_errors(info)`` of ``graph`` (a Cholesky, solve or inverse of
+    a matrix that is singular or not positive definite raises there) as NaN in that
+    factorisation's outputs, for the batch elements whose ``info`` is not 0. The chain's log
+    density and gradient become NaN, which :func:`sanitised` turns into a rejected point: what
+    the per-chain fallback does after the error, without the error. The check is the graph's one
+    side effect; inductor's on-disk cache cannot key a graph that has one (every process then
+    compiles anew: 15-30 s for linear_gaussian_ssm). Returns the number of checks rewritten."""
+    check = torch.ops.aten._linalg_check_errors.default
+    g, done = graph.graph, 0
+    for node in list(g.nodes):
+        if node.target is not check:
+            continue
+        info = node.args[0]
+        if info.target is not operator.getitem:  # not a factorisation's own info: left alone
+            continue
+        outputs = [u for u in info.args[0].users if u is not info and u.target is operator.getitem]
+        last = max(outputs + [info], key=lambda n: list(g.nodes).index(n))
+        with g.inserting_after(last):
+            bad = g.call_function(torch.ops.aten.ne.Scalar, (info, 0))
+        anchor = bad
+        for out in outputs:
+            val = out.meta.get("val")
+            if not isinstance(val, torch.Tensor) or not val.is_floating_point():
+                continue
+            with g.inserting_after(anchor):
+                shape = [*info.meta["val"].shape, *([1] * (val.ndim - info.meta["val"].ndim))]
+                mask = g.call_function(torch.ops.aten.view.default, (bad, shape))
+            with g.inserting_after(mask):
+                poisoned = g.call_function(
+                    torch.ops.aten.masked_fill.Scalar, (out, mask, float("nan"))
+                )
+            out.replace_all_uses_with(poisoned, delete_user_cb=lambda u, p=poisoned: u is not p)
+            anchor = poisoned
+        g.erase_node(node)
+        done += 1
+    if done:
+        graph.recompile()
+    return done
 
 
 def _inductor(graph: Callable[..., Any], example: list[torch.Tensor]) -> Callable[..., Any]:

@@ -18,6 +18,8 @@ import pytest
 import torch
 from foreign_corpus import CORPUS
 from seeding import shifted
+from torch._dynamo.utils import counters
+from torch._higher_order_ops.effects import has_effects
 
 import zoo
 from inference import density as density_module
@@ -160,6 +162,37 @@ def test_a_graph_right_only_where_it_was_traced_is_refused_at_fresh_points():
 
 
 needs_compiler = pytest.mark.skipif(not has_compiler(), reason="no C compiler")
+
+
+def _correlated_pair(y):
+    """rho ~ Uniform(-2, 2) (ImproperUniform would do); y ~ N(0, [[1, rho], [rho, 1]]): not a
+    covariance where |rho| >= 1, so its Cholesky fails there."""
+    rho = pyro.sample("rho", dist.Uniform(-2.0, 2.0))
+    cov = torch.eye(2) + rho * torch.tensor([[0.0, 1.0], [1.0, 0.0]])
+    pyro.sample("y", dist.MultivariateNormal(torch.zeros(2), cov), obs=y)
+
+
+@needs_compiler
+def test_a_failed_cholesky_rejects_its_chain_and_the_compiled_graph_is_cached(registry):
+    """The traced graph keeps no error check (a side effect: inductor's cache would refuse the
+    graph and every process would compile it anew): a chain whose Cholesky fails gets -inf, the
+    others their exact density, and inductor's FX graph cache takes the graph."""
+    y = torch.tensor([0.4, -0.1])
+    e = zoo.register("correlated_pair", model=_correlated_pair, data={"y": y})
+    d = batched_density(e.model, e.load_data(), e.structure, 3)
+    assert not [n for n in d._graph.graph.nodes if has_effects(n.target)]
+    rho = torch.tensor([0.5, 1.5, -0.9])  # the middle one is not a covariance
+    theta = d.transforms["rho"](rho)[:, None]
+    value, grad = d(theta)
+    assert value[1] == -torch.inf and float(grad[1, 0]) == 0.0
+    for b in (0, 2):
+        x = theta[b].clone().requires_grad_(True)
+        with torch.enable_grad():
+            want = d.log_density(x)
+        assert float(value[b]) == pytest.approx(float(want), rel=1e-5)
+    before = counters["inductor"]["fxgraph_cache_bypass"]
+    density_module._inductor(d._graph, [theta])
+    assert counters["inductor"]["fxgraph_cache_bypass"] == before
 
 
 def _transitions(density, step, n=6):
