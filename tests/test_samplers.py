@@ -8,6 +8,7 @@ bookkeeping matches its definition; same seed, same numbers."""
 
 from __future__ import annotations
 
+import math
 import warnings
 from types import SimpleNamespace
 
@@ -416,6 +417,46 @@ def test_chees_adapts_a_short_trajectory_on_a_gaussian():
     ess = len(x) / 4  # conservative
     assert float(x.mean(0).abs().max()) < 5 / np.sqrt(ess)
     assert float((x.var(0) - 1).abs().max()) < 5 * np.sqrt(2 / ess)
+
+
+def _normal_with_a_trap(q):
+    """log [N(q; 0, I) + exp(-60) N(q; c, 0.1^2 I)] up to a constant, c = (30, 30): a basin of
+    no mass (its peak 60 nats below the mode, 840 nats of wall around it) that a chain started
+    in never leaves."""
+    c = torch.full_like(q[0], 30.0)
+    a, b = -0.5 * (q * q).sum(-1), -60 - 50 * ((q - c) ** 2).sum(-1)
+    lp = torch.logaddexp(a, b)
+    wa, wb = torch.exp(a - lp)[:, None], torch.exp(b - lp)[:, None]
+    return lp, wa * -q + wb * -100 * (q - c)
+
+
+@pytest.mark.parametrize("restart", [True, False])
+def test_chees_restarts_chains_stuck_in_a_basin_of_no_mass(monkeypatch, restart):
+    """Half the chains start in the trap. ChEES restarts them where the others are at the first
+    window's end, and every draw is the normal's; without restarts (the check that this test can
+    fail) they sample the trap to the end."""
+    if not restart:
+        monkeypatch.setattr(samplers, "STUCK_NATS", math.inf)
+    gen = torch.Generator().manual_seed(shifted(3))
+    q = torch.randn(16, 2, generator=gen, dtype=torch.float64) * 0.5
+    q[8:] += 30.0
+    s = samplers.chees(_normal_with_a_trap, q, num_samples=200, warmup=300, gen=gen)
+    x = s.theta.reshape(-1, 2)
+    trapped = (x - 30).abs().max(-1).values < 1
+    if not restart:
+        assert s.info["restarted_chains"] == 0 and int(trapped.sum()) == 8 * 200
+        return
+    assert s.info["restarted_chains"] >= 8 and not trapped.any()
+    ess = len(x) / 4  # conservative
+    assert float(x.mean(0).abs().max()) < 5 / np.sqrt(ess)
+    assert float((x.var(0) - 1).abs().max()) < 5 * np.sqrt(2 / ess)
+
+
+def test_stuck_chains_are_those_far_below_the_best():
+    lp = torch.tensor([[-3.0, -2.0], [-1.0, -2.0], [-40.0, -41.0], [-torch.inf, -1.0]])
+    # the bar at D = 2: 20 + 4 = 24 nats below the best chain's mean (-1.5)
+    assert samplers.stuck_chains(lp, 2).tolist() == [False, False, True, True]
+    assert not samplers.stuck_chains(torch.full((3, 4), -torch.inf), 2).any()
 
 
 def test_dense_momenta_have_the_mass_matrix_as_covariance():
