@@ -217,8 +217,9 @@ class ModelEntry:
     def structure(self) -> ModelStructure:
         """Latent/observed sites of the model on its default data."""
         if self._structure is None:
-            try:
-                structure = inspect_model(self.model, self.load_data())
+            try:  # a prior draw: seeded, and the caller's random state left alone
+                with seeded(0):
+                    structure = inspect_model(self.model, self.load_data())
             except Exception as e:  # noqa: BLE001 - the user's model: name it and the problem
                 raise ZooError(
                     f"model {self.name!r} raised {one_line(e)} when run on its default data"
