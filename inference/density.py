@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import math
 import operator
 import os
 import shutil
@@ -417,45 +418,35 @@ def sanitised(value: torch.Tensor, grad: torch.Tensor) -> tuple[torch.Tensor, to
     return value, torch.where(bad[:, None], torch.zeros_like(grad), grad)
 
 
-def failed_factor_as_nan(graph: torch.fx.GraphModule) -> int:
+def failed_factor_as_nan(graph: torch.fx.GraphModule) -> None:
     """Rewrite each ``_linalg_check_errors(info)`` of ``graph`` (a Cholesky, solve or inverse of
     a matrix that is singular or not positive definite raises there) as NaN in that
     factorisation's outputs, for the batch elements whose ``info`` is not 0. The chain's log
     density and gradient become NaN, which :func:`sanitised` turns into a rejected point: what
     the per-chain fallback does after the error, without the error. The check is the graph's one
     side effect; inductor's on-disk cache cannot key a graph that has one (every process then
-    compiles anew: 15-30 s for linear_gaussian_ssm). Returns the number of checks rewritten."""
+    compiles anew: 15-30 s for linear_gaussian_ssm)."""
     check = torch.ops.aten._linalg_check_errors.default
-    g, done = graph.graph, 0
-    for node in list(g.nodes):
-        if node.target is not check:
-            continue
+    g = graph.graph
+    checks = [n for n in g.nodes if n.target is check and n.args[0].target is operator.getitem]
+    for node in checks:
+        # the factorisation's outputs are unpacked (getitem) before its check, and used after
         info = node.args[0]
-        if info.target is not operator.getitem:  # not a factorisation's own info: left alone
-            continue
-        outputs = [u for u in info.args[0].users if u is not info and u.target is operator.getitem]
-        last = max(outputs + [info], key=lambda n: list(g.nodes).index(n))
-        with g.inserting_after(last):
-            bad = g.call_function(torch.ops.aten.ne.Scalar, (info, 0))
-        anchor = bad
-        for out in outputs:
+        info_shape = info.meta["val"].shape
+        for out in list(info.args[0].users):
             val = out.meta.get("val")
-            if not isinstance(val, torch.Tensor) or not val.is_floating_point():
+            if out is info or not isinstance(val, torch.Tensor) or not val.is_floating_point():
                 continue
-            with g.inserting_after(anchor):
-                shape = [*info.meta["val"].shape, *([1] * (val.ndim - info.meta["val"].ndim))]
+            with g.inserting_before(node):
+                bad = g.call_function(torch.ops.aten.ne.Scalar, (info, 0))
+                shape = [*info_shape, *([1] * (val.ndim - len(info_shape)))]
                 mask = g.call_function(torch.ops.aten.view.default, (bad, shape))
-            with g.inserting_after(mask):
-                poisoned = g.call_function(
-                    torch.ops.aten.masked_fill.Scalar, (out, mask, float("nan"))
-                )
-            out.replace_all_uses_with(poisoned, delete_user_cb=lambda u, p=poisoned: u is not p)
-            anchor = poisoned
+                nan = g.call_function(torch.ops.aten.masked_fill.Scalar, (out, mask, math.nan))
+            out.replace_all_uses_with(nan, delete_user_cb=lambda user, nan=nan: user is not nan)
         g.erase_node(node)
-        done += 1
-    if done:
+    if checks:
+        g.lint()  # an output used before its check would be used before defined: raises here
         graph.recompile()
-    return done
 
 
 def _inductor(graph: Callable[..., Any], example: list[torch.Tensor]) -> Callable[..., Any]:

@@ -878,15 +878,11 @@ def chees(
             if it + 1 in ends:
                 stuck = stuck_chains(torch.stack(window_lp, 1), D)
                 if stuck.any():  # restarted where a chain that is not stuck is, chosen at random
-                    donors = (~stuck).nonzero()[:, 0]
-                    pick = donors[torch.randint(len(donors), (int(stuck.sum()),), generator=gen)]
-                    q_new, lp_new, g_new = q_new.clone(), lp_new.clone(), g_new.clone()
-                    q_new[stuck], lp_new[stuck], g_new[stuck] = (
-                        q_new[pick],
-                        lp_new[pick],
-                        g_new[pick],
-                    )
-                    restarted += int(stuck.sum())
+                    donors, n = (~stuck).nonzero()[:, 0], int(stuck.sum())
+                    src = torch.arange(B)
+                    src[stuck] = donors[torch.randint(len(donors), (n,), generator=gen)]
+                    q_new, lp_new, g_new = q_new[src], lp_new[src], g_new[src]
+                    restarted += n
                 # the chains' own variances over the window, averaged across chains: early in
                 # warmup the chains have not met, and the spread between them is no scale
                 drawn = torch.stack(window, 1)[~stuck]

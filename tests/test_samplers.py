@@ -21,6 +21,7 @@ from foreign_corpus import CORPUS
 from seeding import shifted
 from torch._dynamo.utils import counters
 from torch._higher_order_ops.effects import has_effects
+from torch.distributions import constraints
 
 import zoo
 from inference import density as density_module
@@ -166,9 +167,10 @@ needs_compiler = pytest.mark.skipif(not has_compiler(), reason="no C compiler")
 
 
 def _correlated_pair(y):
-    """rho ~ Uniform(-2, 2) (ImproperUniform would do); y ~ N(0, [[1, rho], [rho, 1]]): not a
-    covariance where |rho| >= 1, so its Cholesky fails there."""
-    rho = pyro.sample("rho", dist.Uniform(-2.0, 2.0))
+    """rho flat on (-2, 2); y ~ N(0, [[1, rho], [rho, 1]]): not a covariance where |rho| >= 1,
+    so its Cholesky fails there. Flat (ImproperUniform), not Uniform: the density starts from a
+    feasible point (rho = 0), where a prior draw would fail half the time."""
+    rho = pyro.sample("rho", dist.ImproperUniform(constraints.interval(-2.0, 2.0), (), ()))
     cov = torch.eye(2) + rho * torch.tensor([[0.0, 1.0], [1.0, 0.0]])
     pyro.sample("y", dist.MultivariateNormal(torch.zeros(2), cov), obs=y)
 
