@@ -227,13 +227,16 @@ class Clock:
         return t.user + t.system + t.children_user + t.children_system
 
 
-def run_zoo(name: str, engine: str, seed: int, sizes: tuple[int, int] | None) -> Cell:
-    """``zoo.run(name, engine, seed=seed)`` at the engine's defaults (or at ``sizes``)."""
+def run_zoo(
+    name: str, engine: str, seed: int, sizes: tuple[int, int] | None, zoo_opts: dict[str, Any]
+) -> Cell:
+    """``zoo.run(name, engine, seed=seed)`` at the engine's defaults (or at ``sizes``), with
+    ``zoo_opts`` (``device``, ``num_chains``) where given."""
     import zoo
 
     entry = zoo.get_model(name)
     spec = entry.engine_spec(engine)
-    opts: dict[str, Any] = {}
+    opts: dict[str, Any] = {k: v for k, v in zoo_opts.items() if v is not None}
     if sizes is not None:
         for key, value in zip(("warmup", "num_samples"), sizes, strict=True):
             if key in spec.defaults:
@@ -413,10 +416,12 @@ def run_pyro(name: str, seed: int, warmup: int, draws: int) -> Cell:
     return cell
 
 
-def run_cell(model: str, tool: str, seed: int, sizes: tuple[int, int] | None) -> Cell:
+def run_cell(
+    model: str, tool: str, seed: int, sizes: tuple[int, int] | None, zoo_opts: dict[str, Any]
+) -> Cell:
     """One (model, tool) cell; ``tool`` is ``zoo:<engine>`` or a peer's name."""
     if tool.startswith("zoo:"):
-        return run_zoo(model, tool[4:], seed, sizes)
+        return run_zoo(model, tool[4:], seed, sizes, zoo_opts)
     warmup, draws = sizes or PEER_DEFAULT_SIZES
     runner = {"numpyro": run_numpyro, "pymc": run_pymc, "nutpie": run_nutpie, "pyro": run_pyro}
     return runner[tool](model, seed, warmup, draws)
@@ -427,7 +432,7 @@ def cell_main(args: argparse.Namespace) -> None:
     sizes = (args.warmup, args.draws) if args.draws is not None else None
     warnings.filterwarnings("ignore")
     try:
-        cell = run_cell(args.cell[0], args.cell[1], args.seed, sizes)
+        cell = run_cell(args.cell[0], args.cell[1], args.seed, sizes, zoo_options(args))
     except Exception as e:  # noqa: BLE001 - reported by the parent, never fatal to the table
         cell = Cell(error=f"{type(e).__name__}: {e}".splitlines()[0][:300])
     out = Path(args.cell_out)
@@ -437,13 +442,20 @@ def cell_main(args: argparse.Namespace) -> None:
 
 
 def spawn_cell(
-    model: str, tool: str, seed: int, sizes: tuple[int, int] | None, timeout: float
+    model: str,
+    tool: str,
+    seed: int,
+    sizes: tuple[int, int] | None,
+    timeout: float,
+    zoo_opts: dict[str, Any],
 ) -> Cell:
     """Run a cell in a fresh Python process and read back what it stored."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "cell"
         cmd = [sys.executable, __file__, "--cell", model, tool, "--cell-out", str(out)]
-        cmd += ["--seed", str(seed)]
+        cmd += ["--seed", str(seed), "--device", zoo_opts["device"]]
+        if zoo_opts.get("num_chains"):
+            cmd += ["--zoo-chains", str(zoo_opts["num_chains"])]
         if sizes is not None:
             cmd += ["--warmup", str(sizes[0]), "--draws", str(sizes[1])]
         env = {
@@ -514,7 +526,7 @@ def load_average() -> str:
     return ", ".join(f"{x:.2f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "n/a"
 
 
-def machine() -> dict[str, str]:
+def machine(device: str = "cpu") -> dict[str, str]:
     """CPU model, cores, load average now, Python and package versions."""
     cpu = platform.processor() or "unknown"
     try:
@@ -531,7 +543,12 @@ def machine() -> dict[str, str]:
         "load average (1, 5, 15 min) before start": load_average(),
         "python": platform.python_version(),
         "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "unset"),
+        "zoo device": device,
     }
+    if device.startswith("cuda"):
+        import torch
+
+        info["gpu"] = torch.cuda.get_device_name(torch.device(device))
     for pkg in VERSIONED:
         try:
             info[pkg] = importlib.metadata.version(pkg)
@@ -662,6 +679,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--warmup", type=int, default=None, help="warmup per chain, every tool")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--timeout", type=float, default=3600.0, help="seconds per cell")
+    p.add_argument("--device", default="cpu", help="the zoo's engines run on it (cpu, cuda)")
+    p.add_argument("--zoo-chains", type=int, default=None, help="the zoo's chains (default: 32)")
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "RESULTS.md"))
     p.add_argument("--cell", nargs=2, metavar=("MODEL", "TOOL"), help=argparse.SUPPRESS)
     p.add_argument("--cell-out", help=argparse.SUPPRESS)
@@ -675,7 +694,20 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     for n in (args.draws, args.warmup):
         if n is not None and n < 4:
             p.error("--draws and --warmup need at least 4")
+    if args.zoo_chains is not None and args.zoo_chains < 1:
+        p.error("--zoo-chains must be a positive integer")
+    from inference.runtime import device_of
+
+    try:
+        args.device = str(device_of(args.device))
+    except ValueError as e:
+        p.error(str(e))
     return args
+
+
+def zoo_options(args: argparse.Namespace) -> dict[str, Any]:
+    """Options of every zoo cell from the command line: the device and the number of chains."""
+    return {"device": args.device, "num_chains": args.zoo_chains}
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -683,7 +715,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.cell:
         cell_main(args)
         return
-    info = machine()  # the load average before any work
+    info = machine(args.device)  # the load average before any work
     sizes = (args.warmup, args.draws) if args.draws is not None else None
     models = [m for m in args.models.split(",") if m]
     engines = [e for e in args.engines.split(",") if e]
@@ -712,7 +744,7 @@ def main(argv: list[str] | None = None) -> None:
         tools += peers
         model_rows = []
         for tool in tools:
-            cell = spawn_cell(model, tool, args.seed, sizes, args.timeout)
+            cell = spawn_cell(model, tool, args.seed, sizes, args.timeout, zoo_options(args))
             row = Row(model, tool, cell)
             if cell.error is None:
                 row.ess = min_ess(cell.draws)

@@ -20,7 +20,9 @@ used; a form that fails or disagrees is dropped with a warning that says why):
 
 A traced graph bakes in the Python branches the model took at tracing time, like any tracing
 JIT; the check at fresh points is what catches a branch on a sampled value. Densities are cached
-per model, data, batch size, dtype and compile flag within a process.
+per model, data, batch size, dtype, device and compile flag within a process. On a GPU
+(``device="cuda"``) the data, the model's constants and the graph live on the device, and
+"compiled" means inductor's GPU code (Triton); where that is missing the traced graph runs.
 """
 
 from __future__ import annotations
@@ -48,10 +50,11 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from .discrete import enumerated
 from .reference import as_dtype
 from .results import one_line
-from .runtime import default_dtype
+from .runtime import default_dtype, on_device
 from .structure import ModelStructure, init_strategy
 
 MODES = ("compiled", "traced", "vmap", "loop")
+CPU = torch.device("cpu")
 # auto: compile when the traced density would take longer than this over the run (compiling
 # costs 0.5-1 s with inductor's on-disk cache warm, a few seconds the first time on a machine)
 COMPILE_AFTER_S = 3.0
@@ -120,12 +123,16 @@ class BatchedDensity:
         *,
         compile: bool = False,
         dtype: torch.dtype = torch.float32,
+        device: torch.device = CPU,
     ) -> None:
-        self.chains, self.dtype = chains, dtype
-        self.data = as_dtype(data, dtype)
+        self.chains, self.dtype, self.device = chains, dtype, device
+        self.data = {
+            k: v.to(device) if isinstance(v, torch.Tensor) else v
+            for k, v in as_dtype(data, dtype).items()
+        }
         self.reasons: dict[str, str] = {}
         target = enumerated(model) if structure.discrete else model
-        with _functional(), default_dtype(dtype):
+        with _functional(), default_dtype(dtype), on_device(device):
             init, potential, transforms, _ = initialize_model(
                 target,
                 model_kwargs=self.data,
@@ -145,7 +152,8 @@ class BatchedDensity:
         self._traced: Fn = self._loop  # the graph as run uncompiled (TorchScript or FX)
         self._fused: dict[tuple[Any, ...], Callable[..., Any] | None] = {}
         self._bare_calls, self._bare_compiled = 0, False
-        self.mode, self._fn = self._build(compile)
+        with on_device(device):  # the model's own constants, traced into the graph
+            self.mode, self._fn = self._build(compile)
         self.start_run(auto_compile=False)  # see tick()
 
     # ----------------------------------------------------------------- the density of one chain
@@ -177,7 +185,7 @@ class BatchedDensity:
             except RuntimeError:
                 if not tolerant:
                     raise
-                lp, g = torch.tensor(-torch.inf, dtype=x.dtype), None
+                lp, g = torch.tensor(-torch.inf, dtype=x.dtype, device=x.device), None
             values.append(lp.detach())
             grads.append(torch.zeros_like(x) if g is None else g)
         return torch.stack(values), torch.stack(grads)
@@ -192,7 +200,7 @@ class BatchedDensity:
         return fn
 
     def _build(self, compile: bool) -> tuple[str, Fn]:
-        probe = self.random_points(torch.Generator().manual_seed(0), scale=1.0)
+        probe = self.random_points(self.generator(0), scale=1.0)
         eager = self._vmapped()
         try:
             with _functional():
@@ -255,7 +263,7 @@ class BatchedDensity:
             self.reasons["compiled"] = "no C compiler found"
             return "traced", self._traced
         try:
-            probe = self.random_points(torch.Generator().manual_seed(0), scale=1.0)
+            probe = self.random_points(self.generator(0), scale=1.0)
             compiled = _inductor(graph, [probe])
             self._check(compiled, probe, reference=self._vmapped(), fresh=True)
         except Exception as e:  # noqa: BLE001
@@ -328,7 +336,7 @@ class BatchedDensity:
         at; raises ValueError saying where they differ."""
         points = [probe]
         if fresh:
-            g = torch.Generator().manual_seed(1)
+            g = self.generator(1)
             points += [self.random_points(g, scale=2.0), self.random_points(g, scale=0.3)]
         for x in points:
             with _functional():
@@ -341,9 +349,15 @@ class BatchedDensity:
                     "branch on a sampled value?)"
                 )
 
+    def generator(self, seed: int) -> torch.Generator:
+        """A random generator on the density's device, seeded."""
+        return torch.Generator(device=self.device).manual_seed(seed)
+
     def random_points(self, generator: torch.Generator, *, scale: float = 2.0) -> torch.Tensor:
         """Uniform(-scale, scale) on the unconstrained space (Stan's initialisation), a batch."""
-        u = torch.rand(self.chains, self.dim, generator=generator, dtype=self.dtype)
+        u = torch.rand(
+            self.chains, self.dim, generator=generator, dtype=self.dtype, device=self.device
+        )
         return (2 * u - 1) * scale
 
     # ---------------------------------------------------------------------------------- calls
@@ -512,16 +526,19 @@ def batched_density(
     *,
     compile: bool = False,
     dtype: torch.dtype = torch.float32,
+    device: torch.device = CPU,
 ) -> BatchedDensity:
-    """The batched density of ``model(**data)`` for ``chains`` chains, built once per process for
-    each model, data, batch size, dtype and compile flag."""
-    key = (model, _fingerprint(data), chains, dtype, compile)
+    """The batched density of ``model(**data)`` for ``chains`` chains on ``device``, built once
+    per process for each model, data, batch size, dtype, device and compile flag."""
+    key = (model, _fingerprint(data), chains, dtype, device, compile)
     if key in _CACHE:
         _CACHE.move_to_end(key)
         return _CACHE[key]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        density = BatchedDensity(model, data, structure, chains, compile=compile, dtype=dtype)
+        density = BatchedDensity(
+            model, data, structure, chains, compile=compile, dtype=dtype, device=device
+        )
     for form, reason in density.reasons.items():
         if form != "compiled" or compile:
             warnings.warn(

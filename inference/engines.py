@@ -27,6 +27,7 @@ from .mcmc import chees_engine, hmc_engine, mh_engine, nuts_engine
 from .outputs import Factors
 from .reference import call_reference, in_float64, options_of, to_run
 from .results import Run, ZooError
+from .runtime import device_of
 from .structure import ModelStructure, inspect_model
 from .svi import ELBOS, GUIDES, svi_engine
 
@@ -322,6 +323,12 @@ def check_options(spec: EngineSpec, options: Mapping[str, Any]) -> dict[str, Any
             raise ZooError(
                 f"option {key!r} must be one of {list(CHOICES[key])}, got {value!r}{hint}"
             )
+        if key == "device":  # a name or a torch.device, kept as its name ("cuda:0")
+            try:
+                options = {**options, key: str(device_of(value))}
+            except ValueError as e:
+                raise ZooError(f"option 'device': {e}") from None
+            continue
         _like_default(key, value, defaults[key])
     return {**defaults, **options}
 

@@ -23,7 +23,8 @@ from .density import batched_density, has_compiler
 from .discrete import enumerated
 from .parallel import can_fork, cores, map_indices
 from .posterior import complete
-from .results import NumericalFailure, Run
+from .results import NumericalFailure, Run, ZooError
+from .runtime import device_of, on_device
 from .samplers import Samples
 from .structure import init_strategy
 
@@ -144,28 +145,33 @@ def grouped_run(
     num_chains: int,
     jit: bool | None,
     parallel: bool,
+    device: str = "cpu",
     superchain: int = 1,
     min_group: int = 1,
     **options: Any,
 ) -> Run:
     """Run ``sampler`` on the model's batched log density: the chains in ``min(num_chains //
     min_group, cores)`` lockstep groups, each seeded from the run's seed and its index, the
-    groups in forked worker processes when ``parallel`` (the same numbers either way)."""
+    groups in forked worker processes when ``parallel`` (the same numbers either way). On a GPU
+    (``device="cuda"``) all chains are one group, every tensor of the run on the device."""
     s = ctx.structure
-    groups = min(num_chains // min_group, cores()) or 1
+    dev = device_of(device)
+    groups = (min(num_chains // min_group, cores()) or 1) if dev.type == "cpu" else 1
     sizes = [num_chains // groups + (g < num_chains % groups) for g in range(groups)]
-    compile_ = bool(jit) and has_compiler()
-    densities = {n: batched_density(ctx.model, ctx.data, s, n, compile=compile_) for n in sizes}
+    compile_ = bool(jit) and (has_compiler() or dev.type != "cpu")
+    densities = {
+        n: batched_density(ctx.model, ctx.data, s, n, compile=compile_, device=dev) for n in sizes
+    }
     workers = groups if parallel else 1
 
     def one(g: int) -> Samples:
         density = densities[sizes[g]]
         density.start_run(auto_compile=jit is None)  # None: compiled once the run shows it pays
-        gen = torch.Generator().manual_seed(chain_seed(ctx.seed, g))
+        gen = density.generator(chain_seed(ctx.seed, g))
         theta0 = density.initial_points(gen)
         if superchain > 1:  # chains of a superchain start together (nested R-hat)
             theta0 = theta0[(torch.arange(len(theta0)) // superchain) * superchain]
-        with torch.no_grad():
+        with torch.no_grad(), on_device(dev):
             result = sampler(
                 density,
                 theta0,
@@ -183,9 +189,10 @@ def grouped_run(
     theta = torch.cat([p.theta for p in parts])
     flat = density.constrain(theta.reshape(-1, density.dim))
     posterior = {
-        k: v.reshape((num_chains, num_samples, *v.shape[1:])).numpy() for k, v in flat.items()
+        k: v.reshape((num_chains, num_samples, *v.shape[1:])).cpu().numpy() for k, v in flat.items()
     }
-    stats = {k: torch.cat([p.stats[k] for p in parts]).numpy() for k in parts[0].stats}
+    stats = {k: torch.cat([p.stats[k] for p in parts]).cpu().numpy() for k in parts[0].stats}
+    theta = theta.cpu()
     diverging = stats.pop("diverging").astype(bool)
     if not np.isfinite(theta.numpy()).all() or diverging.all():
         raise NumericalFailure("every transition diverged" if diverging.all() else "NaN draws")
@@ -268,12 +275,16 @@ def nuts_engine(
     max_tree_depth: int = 10,
     backend: str = "zoo",
     parallel: bool = True,
+    device: str = "cpu",
 ) -> Run:
     """No-U-Turn sampler (Hoffman & Gelman 2014): trajectories end where they turn back. The
     zoo's sampler runs the chains in lockstep on the compiled batched density; ``backend=
     "pyro"`` runs Pyro's own NUTS (one chain per process), the independent check.
-    ``num_chains``: 32 in lockstep; with Pyro's NUTS one per core."""
+    ``num_chains``: 32 in lockstep; with Pyro's NUTS one per core. ``device``: where the zoo's
+    chains run (``"cuda"``: every chain in one batch on the GPU)."""
     if backend == "pyro":
+        if device_of(device).type != "cpu":
+            raise ZooError("device applies to the zoo's samplers (backend='zoo'), not Pyro's NUTS")
         num_chains = num_chains or cores()
         return pyro_nuts(
             ctx,
@@ -294,6 +305,7 @@ def nuts_engine(
         num_chains=num_chains or LOCKSTEP_CHAINS,
         jit=jit,
         parallel=parallel,
+        device=device,
         target_accept=target_accept,
         max_tree_depth=max_tree_depth,
     )
@@ -310,6 +322,7 @@ def chees_engine(
     max_steps: int = 1000,
     dense_mass: bool | None = None,
     parallel: bool = True,
+    device: str = "cpu",
 ) -> Run:
     """ChEES-HMC (Hoffman, Radul & Sountsov 2021): many chains sharing one step size and one
     jittered trajectory length, both adapted in a short warmup; nested R-hat over superchains of
@@ -324,6 +337,7 @@ def chees_engine(
         num_chains=num_chains,
         jit=jit,
         parallel=parallel,
+        device=device,
         superchain=SUPERCHAIN,
         min_group=CHEES_GROUP,
         target_accept=target_accept,
@@ -343,6 +357,7 @@ def hmc_engine(
     trajectory_length: float = 2.0,
     max_steps: int = 100,
     parallel: bool = True,
+    device: str = "cpu",
 ) -> Run:
     """Static Hamiltonian Monte Carlo: a fixed integration time per draw (step size and mass
     matrix adapted in warmup; trajectory_length / step_size leapfrog steps, at most max_steps)."""
@@ -355,6 +370,7 @@ def hmc_engine(
         num_chains=num_chains,
         jit=jit,
         parallel=parallel,
+        device=device,
         target_accept=target_accept,
         trajectory_length=trajectory_length,
         max_steps=max_steps,
@@ -369,6 +385,7 @@ def mh_engine(
     num_chains: int = 2,
     target_accept: float = 0.234,
     parallel: bool = True,
+    device: str = "cpu",
 ) -> Run:
     """Random-walk Metropolis–Hastings with a diagonal proposal adapted in warmup."""
     return grouped_run(
@@ -380,6 +397,7 @@ def mh_engine(
         num_chains=num_chains,
         jit=None,
         parallel=parallel,
+        device=device,
         target_accept=target_accept,
     )
 

@@ -58,3 +58,33 @@ def interactive() -> bool:
     """Whether a person is watching: a terminal on stderr, or a Jupyter kernel (where stderr is
     not a terminal but tqdm's notebook bars show)."""
     return sys.stderr.isatty() or "ipykernel" in sys.modules
+
+
+def device_of(value: str | torch.device) -> torch.device:
+    """``value`` (``"cpu"``, ``"cuda"``, ``"cuda:1"``, ...) as a device this process can use;
+    ValueError naming the problem otherwise (before any work starts)."""
+    try:
+        device = torch.device(value)
+    except (RuntimeError, TypeError) as e:
+        raise ValueError(f"device must be 'cpu' or 'cuda[:N]', got {value!r}") from e
+    if device.type == "cpu":
+        return device
+    if device.type != "cuda":
+        raise ValueError(f"device must be 'cpu' or 'cuda[:N]', got {value!r}")
+    if not torch.cuda.is_available():
+        build = "a CPU-only build" if torch.version.cuda is None else f"CUDA {torch.version.cuda}"
+        raise ValueError(
+            f"device {value!r} asks for a GPU, but torch {torch.__version__} ({build}) sees none"
+        )
+    if device.index is not None and device.index >= torch.cuda.device_count():
+        raise ValueError(
+            f"device {value!r}: there are {torch.cuda.device_count()} GPUs (cuda:0 ...)"
+        )
+    return device
+
+
+def on_device(device: torch.device) -> contextlib.AbstractContextManager[object]:
+    """Tensors created without a device (``torch.zeros``, ``torch.randn``, a model's own
+    constants) are created on ``device`` inside. A no-op on the CPU: the context is a torch
+    function mode, which every eager call would pay for."""
+    return contextlib.nullcontext() if device.type == "cpu" else device

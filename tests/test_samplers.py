@@ -327,6 +327,63 @@ def test_same_seed_same_numbers():
     assert not np.array_equal(a.idata.posterior["mu"], c.idata.posterior["mu"])
 
 
+@needs_compiler
+@pytest.mark.parametrize("engine", ["nuts", "chees"])
+def test_a_run_under_the_device_context_takes_the_cpu_runs_draws(monkeypatch, engine):
+    """What ``device="cuda"`` changes, run on the CPU: the density built (model constants, the
+    traced graph, its compiled and fused forms) and the sampler run with torch's default device
+    set by the device's context, as a GPU run does. The draws equal those of a plain run, so no
+    tensor of a run escapes the device's context, and ``device="cpu"`` is the default run."""
+    from inference import mcmc
+
+    kw = dict(num_samples=40, warmup=40, num_chains=16, jit=True, seed=shifted(4))
+    plain = zoo.run("eight_schools_noncentered", engine, **kw)
+    density_module._CACHE.clear()
+    entered = []
+
+    def context(device):
+        entered.append(device)
+        return device  # torch.device is a context manager: the GPU path, here on the CPU
+
+    monkeypatch.setattr(density_module, "on_device", context)
+    monkeypatch.setattr(mcmc, "on_device", context)
+    try:
+        run = zoo.run("eight_schools_noncentered", engine, device="cpu", **kw)
+    finally:
+        density_module._CACHE.clear()
+    assert entered and all(d == torch.device("cpu") for d in entered)
+    assert run.diagnostics["density"] == "compiled"
+    for site in ("mu", "tau", "eta"):
+        np.testing.assert_allclose(
+            run.idata.posterior[site].values, plain.idata.posterior[site].values, rtol=1e-5
+        )
+
+
+def test_device_is_checked_before_any_work():
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="'cuda' asks for a GPU, but torch .* sees none"):
+            zoo.run("eight_schools_noncentered", "nuts", device="cuda")
+    with pytest.raises(ValueError, match="device must be 'cpu' or 'cuda"):
+        zoo.run("eight_schools_noncentered", "hmc", device="tpu")
+    refused = "not Pyro's NUTS" if torch.cuda.is_available() else "sees none"
+    with pytest.raises(ValueError, match=refused):
+        zoo.run("eight_schools_noncentered", "nuts", backend="pyro", device="cuda:0")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU")
+@pytest.mark.parametrize("engine", ["nuts", "chees", "hmc", "mh"])
+def test_the_samplers_on_a_gpu_match_the_closed_form(engine):
+    """On a machine with a GPU: every chain in one batch on the device, the draws within
+    Monte-Carlo error of the closed form (CI has no GPU: this runs where one is lent)."""
+    e = zoo.get_model("normal_gamma")
+    run = zoo.run(
+        "normal_gamma", engine, num_samples=300, warmup=300, seed=shifted(2), device="cuda"
+    )
+    assert run.diagnostics["chain_groups"] == 1
+    for site in ("mu", "tau"):
+        _agree(run, e.ground_truth(), site)
+
+
 def test_bad_sampler_options_are_refused():
     with pytest.raises(ValueError, match="'backend' must be one of"):
         zoo.run("beta_bernoulli", "nuts", backend="stan")
