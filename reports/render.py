@@ -641,6 +641,7 @@ def render_index(
         "engines": index_engines(models),
         "families": families(models),
         "summary": [f.to_dict() for f in zoo_findings(models, list(GENERIC_ENGINES))],
+        "generic": list(GENERIC_ENGINES),
         "thresholds": THRESHOLDS,
         "profile": profile,
         "seed": seed,

@@ -828,6 +828,22 @@ def test_zoo_summary_says_where_each_engine_wins_and_fails() -> None:
     assert len(wins) == 2
 
 
+def test_index_summary_folds_the_models_own_algorithms_below_the_generic_engines() -> None:
+    """The summary above the matrix leads with the generic engines (the matrix's columns) and
+    the zoo-wide lines; the reference algorithms and variants, a model or two each, are folded
+    (the whole zoo has 24 of them: unfolded they pushed the matrix 1700 px down)."""
+    html = reports.render_index(synthetic_models(), profile="smoke")["index.html"]
+    shown, folded = html.split('<details class="group" id="more-engines">')
+    folded = folded.split("</details>")[0]
+    shown = shown.split('<h2 id="summary">')[1]
+    for engine in ("svi", "nuts", "mh", "laplace"):
+        assert f"<b>{engine}</b>:" in shown and f"<b>{engine}</b>:" not in folded
+    assert "Fastest engine that is ok" in shown
+    assert "3 more engines: the models' own algorithms and the engine variants" in folded
+    for engine in ("cavi", "exact", "svi_meanfield"):
+        assert f"<b>{engine}</b>:" in folded and f"<b>{engine}</b>:" not in shown
+
+
 def test_index_columns_fit_generic_engines_and_one_reference_column() -> None:
     from reports.render import index_column, index_columns
 
