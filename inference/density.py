@@ -447,12 +447,13 @@ def failed_factor_as_nan(graph: torch.fx.GraphModule) -> None:
         # the factorisation's outputs are unpacked (getitem) before its check, and used after
         info = node.args[0]
         info_shape = info.meta["val"].shape
+        with g.inserting_before(node):
+            bad = g.call_function(torch.ops.aten.ne.Scalar, (info, 0))
         for out in list(info.args[0].users):
             val = out.meta.get("val")
             if out is info or not isinstance(val, torch.Tensor) or not val.is_floating_point():
                 continue
             with g.inserting_before(node):
-                bad = g.call_function(torch.ops.aten.ne.Scalar, (info, 0))
                 shape = [*info_shape, *([1] * (val.ndim - len(info_shape)))]
                 mask = g.call_function(torch.ops.aten.view.default, (bad, shape))
                 nan = g.call_function(torch.ops.aten.masked_fill.Scalar, (out, mask, math.nan))

@@ -295,6 +295,7 @@ def exact_spec(posterior: Callable[..., Any]) -> EngineSpec:
 def check_options(spec: EngineSpec, options: Mapping[str, Any]) -> dict[str, Any]:
     """Validate engine options: unknown names, non-positive counts, bad choices."""
     defaults = spec.defaults
+    normalised: dict[str, Any] = {}
     for key, value in options.items():
         if key not in defaults:
             close = difflib.get_close_matches(key, list(defaults), n=3)
@@ -325,12 +326,12 @@ def check_options(spec: EngineSpec, options: Mapping[str, Any]) -> dict[str, Any
             )
         if key == "device":  # a name or a torch.device, kept as its name ("cuda:0")
             try:
-                options = {**options, key: str(device_of(value))}
+                normalised[key] = str(device_of(value))
             except ValueError as e:
                 raise ZooError(f"option 'device': {e}") from None
             continue
         _like_default(key, value, defaults[key])
-    return {**defaults, **options}
+    return {**defaults, **options, **normalised}
 
 
 def _is_number(x: Any) -> bool:

@@ -634,14 +634,18 @@ def render_index(
     defaults.update(against=None, applicable=[], profile=profile, seed=seed, generated="")
     models = sorted(({**defaults, **m} for m in models), key=lambda m: m["name"])
     columns = index_columns(models)
+    summary = [f.to_dict() for f in zoo_findings(models, list(GENERIC_ENGINES))]
     ctx = {
         "models": models,
         "columns": columns,
         "rows": index_rows(models, columns),
         "engines": index_engines(models),
         "families": families(models),
-        "summary": [f.to_dict() for f in zoo_findings(models, list(GENERIC_ENGINES))],
-        "generic": list(GENERIC_ENGINES),
+        "summary": summary,
+        # the generic engines (the matrix's columns) and the zoo-wide lines lead; the models'
+        # own algorithms and the engine variants (a model or two each) follow, folded in HTML
+        "summary_lead": [f for f in summary if f["engine"] in (None, *GENERIC_ENGINES)],
+        "summary_more": [f for f in summary if f["engine"] not in (None, *GENERIC_ENGINES)],
         "thresholds": THRESHOLDS,
         "profile": profile,
         "seed": seed,
