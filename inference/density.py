@@ -257,6 +257,12 @@ class BatchedDensity:
         self._bare_compiled = True
         if mode != "compiled":
             self.mode = mode
+            warnings.warn(
+                f"batched log density: the compiled form does not apply "
+                f"({self.reasons.get('compiled', 'unknown')}); using the {mode} form",
+                DensityWarning,
+                stacklevel=3,
+            )
 
     def _compiled(self, graph: Fn) -> tuple[str, Fn]:
         if not has_compiler():
