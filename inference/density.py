@@ -112,7 +112,12 @@ class BatchedDensity:
 
     ``density(theta)`` with ``theta`` shaped ``(chains, dim)`` returns ``(log_p, grad)``, shaped
     ``(chains,)`` and ``(chains, dim)``; a point outside the support gives ``-inf``. ``mode`` says
-    which form runs (see the module docstring); ``reasons`` why faster ones were dropped."""
+    which form runs (see the module docstring); ``reasons`` why faster ones were dropped.
+
+    ``batch``: per-chain values of some data arguments, each shaped ``(chains, *shape)`` (the
+    shape of that argument in ``data``): chain ``c`` then targets the posterior given its own
+    data set, ``{**data, key: batch[key][c]}``. Independent posteriors in one batch: the
+    replications of a simulation-based calibration run as the chains of one sampler."""
 
     def __init__(
         self,
@@ -124,12 +129,18 @@ class BatchedDensity:
         compile: bool = False,
         dtype: torch.dtype = torch.float32,
         device: torch.device = CPU,
+        batch: Mapping[str, torch.Tensor] | None = None,
     ) -> None:
         self.chains, self.dtype, self.device = chains, dtype, device
         self.data = {
             k: v.to(device) if isinstance(v, torch.Tensor) else v
             for k, v in as_dtype(data, dtype).items()
         }
+        self.batch = {k: v.to(device) for k, v in as_dtype(batch or {}, dtype).items()}
+        for k, v in self.batch.items():
+            want = (chains, *getattr(self.data.get(k), "shape", ()))
+            if k not in self.data or tuple(v.shape) != want:
+                raise ValueError(f"batch[{k!r}] must be a data argument shaped {want}")
         self.reasons: dict[str, str] = {}
         target = enumerated(model) if structure.discrete else model
         with _functional(), default_dtype(dtype), on_device(device):
@@ -161,9 +172,24 @@ class BatchedDensity:
         """A flat vector (dim,) as the unconstrained value of each site."""
         return {b.name: theta[b.start : b.stop].reshape(b.ushape) for b in self.blocks}
 
-    def log_density(self, theta: torch.Tensor) -> torch.Tensor:
-        """log p(y, theta) of one chain's flat unconstrained vector (a scalar)."""
-        return -self._potential(self.unflatten(theta))
+    def log_density(
+        self, theta: torch.Tensor, own: Mapping[str, torch.Tensor] | None = None
+    ) -> torch.Tensor:
+        """log p(y, theta) of one chain's flat unconstrained vector (a scalar); ``own``: that
+        chain's values of the batched data arguments."""
+        if not own:
+            return -self._potential(self.unflatten(theta))
+        maker = self._potential.__self__  # Pyro's _PEMaker: the model runs on its model_kwargs
+        saved = maker.model_kwargs
+        maker.model_kwargs = {**saved, **own}
+        try:
+            return -self._potential(self.unflatten(theta))
+        finally:
+            maker.model_kwargs = saved
+
+    def own_data(self, chain: int) -> dict[str, torch.Tensor]:
+        """Chain ``chain``'s values of the batched data arguments (empty without a batch)."""
+        return {k: v[chain] for k, v in self.batch.items()}
 
     def flatten(self, values: Mapping[str, torch.Tensor]) -> torch.Tensor:
         """Unconstrained site values of one chain as a flat vector."""
@@ -176,11 +202,11 @@ class BatchedDensity:
         """One chain at a time with autograd; ``tolerant``: a chain whose density raises (a
         Cholesky factor of a matrix that is not positive definite, ...) gets -inf."""
         values, grads = [], []
-        for row in theta:
+        for c, row in enumerate(theta):
             x = row.detach().clone().requires_grad_(True)
             try:
                 with torch.enable_grad():
-                    lp = self.log_density(x)
+                    lp = self.log_density(x, self.own_data(c))
                     (g,) = torch.autograd.grad(lp, x, allow_unused=True)
             except RuntimeError:
                 if not tolerant:
@@ -192,9 +218,10 @@ class BatchedDensity:
 
     def _vmapped(self) -> Fn:
         inner = torch.func.vmap(torch.func.grad_and_value(self.log_density))
+        batch = self.batch
 
         def fn(theta: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-            grad, value = inner(theta)
+            grad, value = inner(theta, batch) if batch else inner(theta)
             return value, grad
 
         return fn
@@ -388,7 +415,10 @@ class BatchedDensity:
 
     def values(self, theta: torch.Tensor) -> torch.Tensor:
         """log p at any number of points ``(n, dim)``, in batches of ``chains`` through the
-        traced graph (the last one padded); -inf outside the support."""
+        traced graph (the last one padded); -inf outside the support. Not with per-chain
+        data (``batch``): a point has no chain, so no data set."""
+        if self.batch:
+            raise ValueError("values() needs one data set; this density has one per chain")
         out = []
         for chunk in theta.split(self.chains):
             n = len(chunk)
@@ -534,18 +564,21 @@ def batched_density(
     compile: bool = False,
     dtype: torch.dtype = torch.float32,
     device: torch.device = CPU,
+    batch: Mapping[str, torch.Tensor] | None = None,
 ) -> BatchedDensity:
-    """The batched density of ``model(**data)`` for ``chains`` chains on ``device``, built once
-    per process for each model, data, batch size, dtype, device and compile flag."""
-    key = (model, _fingerprint(data), chains, dtype, device, compile)
+    """The batched density of ``model(**data)`` for ``chains`` chains on ``device`` (``batch``:
+    per-chain data, see :class:`BatchedDensity`), built once per process for each model, data,
+    batch size, dtype, device and compile flag."""
+    key = (model, _fingerprint(data), _fingerprint(batch or {}), chains, dtype, device, compile)
     if key in _CACHE:
         _CACHE.move_to_end(key)
         return _CACHE[key]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         density = BatchedDensity(
-            model, data, structure, chains, compile=compile, dtype=dtype, device=device
-        )
+            model, data, structure, chains, compile=compile, dtype=dtype, device=device,
+            batch=batch,
+        )  # fmt: skip
     for form, reason in density.reasons.items():
         if form != "compiled" or compile:
             warnings.warn(

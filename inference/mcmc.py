@@ -135,9 +135,22 @@ def mcmc_run(
 # --------------------------------------------------------------------- the batched samplers
 
 
-def grouped_run(
+@dataclass
+class Sampled:
+    """The chains of a batched sampler run: constrained draws ``site -> (chains, draws, *shape)``,
+    per-draw statistics ``(chains, draws)``, the flat unconstrained draws and each group's
+    :class:`~inference.samplers.Samples`."""
+
+    posterior: dict[str, np.ndarray]
+    stats: dict[str, np.ndarray]
+    theta: torch.Tensor
+    parts: list[Samples]
+    groups: int
+    workers: int
+
+
+def sample_chains(
     ctx: EngineContext,
-    engine: str,
     sampler: Callable[..., Samples],
     *,
     num_samples: int,
@@ -148,24 +161,44 @@ def grouped_run(
     device: str = "cpu",
     superchain: int = 1,
     min_group: int = 1,
+    batch: dict[str, torch.Tensor] | None = None,
     **options: Any,
-) -> Run:
+) -> Sampled:
     """Run ``sampler`` on the model's batched log density: the chains in ``min(num_chains //
     min_group, cores)`` lockstep groups, each seeded from the run's seed and its index, the
     groups in forked worker processes when ``parallel`` (the same numbers either way). On a GPU
-    (``device="cuda"``) all chains are one group, every tensor of the run on the device."""
+    (``device="cuda"``) all chains are one group, every tensor of the run on the device.
+    ``batch``: per-chain data (``(num_chains, *shape)`` per batched argument; see
+    :class:`~inference.density.BatchedDensity`), each group taking its chains' rows."""
     s = ctx.structure
     dev = device_of(device)
     groups = (min(num_chains // min_group, cores()) or 1) if dev.type == "cpu" else 1
     sizes = [num_chains // groups + (g < num_chains % groups) for g in range(groups)]
     compile_ = bool(jit) and (has_compiler() or dev.type != "cpu")
-    densities = {
-        n: batched_density(ctx.model, ctx.data, s, n, compile=compile_, device=dev) for n in sizes
-    }
+    if batch:
+        starts = np.cumsum([0, *sizes])
+        densities = {
+            g: batched_density(
+                ctx.model,
+                ctx.data,
+                s,
+                n,
+                compile=compile_,
+                device=dev,
+                batch={k: v[starts[g] : starts[g] + n] for k, v in batch.items()},
+            )  # fmt: skip
+            for g, n in enumerate(sizes)
+        }
+    else:
+        by_size = {
+            n: batched_density(ctx.model, ctx.data, s, n, compile=compile_, device=dev)
+            for n in sizes
+        }
+        densities = {g: by_size[n] for g, n in enumerate(sizes)}
     workers = groups if parallel else 1
 
     def one(g: int) -> Samples:
-        density = densities[sizes[g]]
+        density = densities[g]
         density.start_run(auto_compile=jit is None)  # None: compiled once the run shows it pays
         gen = density.generator(chain_seed(ctx.seed, g))
         theta0 = density.initial_points(gen)
@@ -185,14 +218,40 @@ def grouped_run(
         return result
 
     parts = map_indices(one, groups, workers)
-    density = densities[sizes[0]]
+    density = densities[0]
     theta = torch.cat([p.theta for p in parts])
     flat = density.constrain(theta.reshape(-1, density.dim))
     posterior = {
         k: v.reshape((num_chains, num_samples, *v.shape[1:])).cpu().numpy() for k, v in flat.items()
     }
     stats = {k: torch.cat([p.stats[k] for p in parts]).cpu().numpy() for k in parts[0].stats}
-    theta = theta.cpu()
+    return Sampled(posterior, stats, theta.cpu(), parts, groups, workers)
+
+
+def grouped_run(
+    ctx: EngineContext,
+    engine: str,
+    sampler: Callable[..., Samples],
+    *,
+    num_samples: int,
+    warmup: int,
+    num_chains: int,
+    jit: bool | None,
+    parallel: bool,
+    device: str = "cpu",
+    superchain: int = 1,
+    min_group: int = 1,
+    **options: Any,
+) -> Run:
+    """:func:`sample_chains`, packaged as a Run: R-hat and ESS over the chains, divergences,
+    discrete and deterministic sites recovered, pointwise log-likelihood."""
+    s = ctx.structure
+    sampled = sample_chains(
+        ctx, sampler, num_samples=num_samples, warmup=warmup, num_chains=num_chains, jit=jit,
+        parallel=parallel, device=device, superchain=superchain, min_group=min_group, **options,
+    )  # fmt: skip
+    posterior, stats, theta, parts = sampled.posterior, sampled.stats, sampled.theta, sampled.parts
+    groups, workers = sampled.groups, sampled.workers
     diverging = stats.pop("diverging").astype(bool)
     if not np.isfinite(theta.numpy()).all() or diverging.all():
         raise NumericalFailure("every transition diverged" if diverging.all() else "NaN draws")

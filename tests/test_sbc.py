@@ -143,6 +143,38 @@ def test_nuts_and_svi_smoke(tmp_path):
     assert svi.ranks.shape == (3, 1) and np.isnan(svi.ess).all() and (svi.kept == 200).all()
 
 
+@pytest.fixture(scope="module")
+def nuts_runs() -> tuple[SBCResult, SBCResult]:
+    """NUTS with the replications as chains of one batched sampler (each chain on its own
+    replication's data), and the same draws spread twice as far."""
+    common = dict(reps=REPS, seed=0, workers=1, alpha=ALPHA, num_samples=100, warmup=100)
+    common.update(num_chains=2)
+    return sbc("normal_normal", "nuts", **common), sbc(
+        "normal_normal", "nuts", transform=inflated, **common
+    )
+
+
+def test_batched_nuts_is_calibrated_and_its_inflated_draws_are_not(nuts_runs):
+    """Were a chain given another replication's data, its ranks would pile at the ends; the
+    broken copy fails as the exact one does (power 0.9999: module docstring)."""
+    good, broken = nuts_runs
+    assert good.verdict == "calibrated", good.findings()
+    assert len(good.rep_ids) == REPS and np.isfinite(good.ess).all()
+    assert broken.verdict == "miscalibrated" and "too wide" in broken.table.loc["mu", "shape"]
+
+
+def test_batch_choice():
+    """nuts batches by default; ``batch=False`` runs the engine once a replication (the same
+    ranks' sizes); a batch is refused, by name, where the engine cannot take one."""
+    kw = dict(reps=3, workers=1, num_samples=40, warmup=40, num_chains=2)
+    one = sbc("normal_normal", "nuts", batch=False, **kw)
+    assert one.ranks.shape == (3, 1) and (one.kept <= 80).all()
+    with pytest.raises(ValueError, match="batch=True runs the replications as chains"):
+        sbc("normal_normal", "chees", batch=True, reps=2)
+    with pytest.raises(ValueError, match="batch must be True, False or None"):
+        sbc("normal_normal", "nuts", batch="yes", reps=2)
+
+
 # ------------------------------------------------------------------ wrong calls
 def test_point_estimates_are_refused():
     with pytest.raises(ValueError, match="point estimate"):

@@ -261,6 +261,7 @@ def cmd_sbc(args: argparse.Namespace) -> int:
                 scheduler=args.scheduler,
                 progress=progress,
                 out=out,
+                batch=False if args.one_by_one else None,
                 **{**mine, **options.get(engine, {})},
             )
         except ZooError as e:
@@ -395,6 +396,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--workers", type=int, default=None, help="worker processes (default: one per core)"
     )
     cal.add_argument("--scheduler", help="address of a Dask scheduler to run replications on")
+    cal.add_argument(
+        "--one-by-one",
+        action="store_true",
+        help="one engine run per replication (default for nuts: the replications run as the "
+        "chains of one batched sampler, each chain on its replication's data)",
+    )
     options_arg(cal, "engine option KEY=VALUE, or ENGINE.KEY=VALUE for one engine (repeatable)")
     common(cal)
     cal.set_defaults(fn=cmd_sbc)

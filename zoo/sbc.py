@@ -40,7 +40,8 @@ from pyro.poutine.util import site_is_subsample
 from scipy import stats
 from tqdm.auto import tqdm
 
-from inference import Run, ZooError, check_options
+from inference import Run, ZooError, check_options, mcmc, samplers
+from inference.arviz_io import make_run
 from inference.calibration import (
     UNIFORM_SD,
     bin_edges,
@@ -50,9 +51,10 @@ from inference.calibration import (
     ranks,
     uniformity,
 )
+from inference.context import EngineContext
 from inference.engines import budget
 from inference.results import one_line, site_rows
-from inference.runtime import interactive, seeded
+from inference.runtime import interactive, seeded, threads
 from inference.serialize import dumps
 from reports.figures import FigureImage, to_base64_png
 from reports.render import now_utc, render, to_csv, versions
@@ -247,14 +249,20 @@ def _run_rep(task: _Task, entry: ModelEntry | None = None) -> _Outcome:
         except ZooError as e:
             return failed(f"simulated data rejected: {e}")
         run = api.execute(prepared)
-        if task.transform is not None and run.ok:
-            run = task.transform(run)
+    return _ranked(task, run, truth, start)
+
+
+def _ranked(task: _Task, run: Run, truth: Mapping[str, torch.Tensor], start: float) -> _Outcome:
+    """The replication's outcome from its Run: the rank of each true value among the draws
+    (after ``task.transform``)."""
+    if task.transform is not None and run.ok:
+        run = task.transform(run)
     if not run.ok:
-        return failed(str(run.error))
+        return _Outcome(task.rep, False, time.perf_counter() - start, reason=str(run.error))
     if run.kind != "draws":
         what = "a point estimate" if run.kind == "point" else "draws conditional on fixed sites"
         fatal = (
-            f"engine {task.engine!r} gives {what} of model {entry.name!r}, not posterior draws: "
+            f"engine {task.engine!r} gives {what} of model {task.model!r}, not posterior draws: "
             "SBC ranks the true values among posterior draws"
         )
         return _Outcome(task.rep, False, 0.0, fatal=fatal)
@@ -277,6 +285,102 @@ def _run_rep(task: _Task, entry: ModelEntry | None = None) -> _Outcome:
     mcmc = "sample_stats" in run.idata.groups()
     r, ess, kept = ranks(np.concatenate(values), draws, task.num_draws, rng, mcmc=mcmc)
     return _Outcome(task.rep, True, time.perf_counter() - start, r, ess, kept)
+
+
+# --------------------------------------------------------------------------- replications batched
+def batchable(entry: ModelEntry, engine: str, options: Mapping[str, Any]) -> bool:
+    """Whether the replications can run as the chains of one sampler: the zoo's own ``nuts``
+    (each chain adapts its step size and mass matrix alone, so a chain's posterior, given its
+    own data set, is all it sees)."""
+    spec = entry.engine_spec(engine)
+    opts = {**spec.defaults, **entry.registered_options(engine), **options}
+    return spec.fn is mcmc.nuts_engine and opts.get("backend") == "zoo"
+
+
+def _run_batched(
+    entry: ModelEntry, tasks: Sequence[_Task], workers: int, progress: bool | str
+) -> list[_Outcome]:
+    """Every replication at once: each simulated data set becomes ``num_chains`` chains of one
+    batched log density (:class:`~inference.density.BatchedDensity`'s per-chain data), one
+    sampler advances them all (in ``workers`` forked groups), and each replication's chains are
+    ranked as its own run. The sampler's seed comes from the SBC's seed; the ranks' tie-breaking
+    from each replication's seeds, as in the one-by-one path."""
+    start = time.perf_counter()
+    first = tasks[0]
+    spec = entry.engine_spec(first.engine)
+    opts = {**spec.defaults, **first.options}
+    outcomes: dict[int, _Outcome] = {}
+    sims: dict[int, tuple[dict[str, Any], dict[str, torch.Tensor]]] = {}
+    for task in tasks:
+        data, truth = simulate(entry, task.data_seed)
+        try:
+            checked = api.prepare(
+                entry, task.engine, data=data, seed=task.run_seed, progress=False, **task.options
+            )
+        except ZooError as e:
+            reason = f"simulated data rejected: {e}"
+            outcomes[task.rep] = _Outcome(task.rep, False, 0.0, reason=reason)
+            continue
+        sims[task.rep] = (checked.data, truth)
+    kept = [t for t in tasks if t.rep in sims]
+    if kept:
+        chains = int(opts["num_chains"] or mcmc.LOCKSTEP_CHAINS)
+        datasets = [sims[t.rep][0] for t in kept]
+        template = datasets[0]
+        varying = [
+            k
+            for k, v in template.items()
+            if isinstance(v, torch.Tensor) and any(not torch.equal(v, d[k]) for d in datasets[1:])
+        ]
+        batch = {
+            k: torch.stack([d[k] for d in datasets]).repeat_interleave(chains, 0) for k in varying
+        }
+        seed = int(np.random.SeedSequence([first.run_seed, len(tasks)]).generate_state(1)[0])
+        ctx = EngineContext(
+            entry.name, entry.model, entry.guide, template, entry.structure, seed,
+            progress is True and workers == 1,
+        )  # fmt: skip
+        if progress == "lines":
+            print(
+                f"{entry.name}/{first.engine}: {len(kept)} replications as {len(kept)} x "
+                f"{chains} chains of one batched sampler",
+                file=sys.stderr,
+                flush=True,
+            )
+        with seeded(seed), threads(1), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            sampled = mcmc.sample_chains(
+                ctx,
+                samplers.nuts,
+                num_samples=opts["num_samples"],
+                warmup=opts["warmup"],
+                num_chains=chains * len(kept),
+                jit=opts["jit"],
+                parallel=bool(opts["parallel"]) and workers > 1,
+                device=opts["device"],
+                batch=batch,
+                target_accept=opts["target_accept"],
+                max_tree_depth=opts["max_tree_depth"],
+            )
+        each = (time.perf_counter() - start) / len(kept)
+        theta = sampled.theta.numpy()
+        for i, task in enumerate(kept):
+            rows = slice(i * chains, (i + 1) * chains)
+            diverging = sampled.stats["diverging"][rows].astype(bool)
+            if not np.isfinite(theta[rows]).all() or diverging.all():
+                why = "every transition diverged" if diverging.all() else "NaN draws"
+                outcomes[task.rep] = _Outcome(task.rep, False, each, reason=why)
+                continue
+            run = make_run(
+                task.engine,
+                {k: v[rows] for k, v in sampled.posterior.items()},
+                mcmc=True,
+                sample_stats={"diverging": diverging},
+            )
+            outcome = _ranked(task, run, sims[task.rep][1], time.perf_counter())
+            outcome.wall_time_s = each
+            outcomes[task.rep] = outcome
+    return [outcomes[t.rep] for t in tasks]
 
 
 # --------------------------------------------------------------------------- the result
@@ -638,6 +742,7 @@ def sbc(
     progress: bool | str | None = None,
     transform: Transform | None = None,
     out: str | Path | None = None,
+    batch: bool | None = None,
     **options: Any,
 ) -> SBCResult:
     """Simulation-based calibration of ``engine`` on a model: ``zoo.sbc("normal_normal",
@@ -653,7 +758,9 @@ def sbc(
     replication (``"lines"``). ``transform``: applied to each replication's Run before its
     ranks are taken (a deliberately broken engine, in tests); picklable where workers run it.
     ``out``: also write the page (``sbc-MODEL-ENGINE.html`` with ``.md``, ``.json``, ``.csv``
-    of the ranks, and the folder's ``sbc.html`` index).
+    of the ranks, and the folder's ``sbc.html`` index). ``batch``: run the replications as the
+    chains of one sampler, each chain given its replication's data (the zoo's ``nuts``; ``None``:
+    wherever it applies and no ``scheduler`` is named; ``False``: one engine run each).
 
     Raises :class:`ZooError` before any work for an unknown model, engine or option, a model
     without continuous latent sites, bad counts or an unwritable ``out``; and as soon as the
@@ -680,6 +787,15 @@ def sbc(
         )
     opts = sbc_options(entry, engine, options)
     api.prepare(entry, engine, seed=seed, progress=False, **opts)  # engine applies, options ok
+    if batch not in (None, True, False):
+        raise ZooError(f"batch must be True, False or None (auto), got {batch!r}")
+    if batch and not batchable(entry, engine, opts):
+        raise ZooError(
+            f"batch=True runs the replications as chains of the zoo's nuts; engine {engine!r} "
+            f"with options {opts} is not that"
+        )
+    if batch is None:
+        batch = scheduler is None and batchable(entry, engine, opts)
     out_dir = check_writable(out) if out is not None else None
     if progress is None:
         progress = interactive()
@@ -689,7 +805,7 @@ def sbc(
         for r in range(reps)
     ]
     start = time.perf_counter()
-    outcomes = _run_all(entry, tasks, workers, scheduler, progress)
+    outcomes = _run_all(entry, tasks, workers, scheduler, progress, batch)
     ok = [o for o in outcomes if o.ok]
     p = len(params)
     result = SBCResult(
@@ -722,9 +838,11 @@ def _run_all(
     workers: int,
     scheduler: str | None,
     progress: bool | str,
+    batch: bool = False,
 ) -> list[_Outcome]:
-    """Every replication's outcome, in order: the first in this process (it proves the model
-    simulates and the engine gives draws before workers start), the rest on the executor."""
+    """Every replication's outcome, in order: all at once as chains of one sampler (``batch``),
+    or the first in this process (it proves the model simulates and the engine gives draws
+    before workers start) and the rest on the executor."""
     label = f"sbc {entry.name}/{tasks[0].engine}"
     bar = tqdm(total=len(tasks), desc=label, unit="rep", disable=progress is not True)
     outcomes: dict[int, _Outcome] = {}
@@ -743,6 +861,13 @@ def _run_all(
                 flush=True,
             )
 
+    if batch:
+        try:
+            for outcome in _run_batched(entry, tasks, workers, progress):
+                done(outcome)
+        finally:
+            bar.close()
+        return [outcomes[t.rep] for t in tasks]
     registered = _is_registered(entry)
     pool = executor(workers, scheduler) if len(tasks) > 1 and registered else None
     try:
