@@ -787,7 +787,7 @@ def sbc(
         )
     opts = sbc_options(entry, engine, options)
     api.prepare(entry, engine, seed=seed, progress=False, **opts)  # engine applies, options ok
-    if batch not in (None, True, False):
+    if not (batch is None or isinstance(batch, bool)):
         raise ZooError(f"batch must be True, False or None (auto), got {batch!r}")
     if batch and not batchable(entry, engine, opts):
         raise ZooError(
@@ -863,11 +863,24 @@ def _run_all(
 
     if batch:
         try:
-            for outcome in _run_batched(entry, tasks, workers, progress):
-                done(outcome)
-        finally:
+            batched = _run_batched(entry, tasks, workers, progress)
+        except ZooError:
             bar.close()
-        return [outcomes[t.rep] for t in tasks]
+            raise
+        except Exception as e:  # noqa: BLE001 - the user's model under per-chain data
+            warnings.warn(
+                f"sbc {entry.name}/{tasks[0].engine}: the batched run failed ({one_line(e)}); "
+                "running the replications one by one",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+        else:
+            try:
+                for outcome in batched:
+                    done(outcome)
+            finally:
+                bar.close()
+            return [outcomes[t.rep] for t in tasks]
     registered = _is_registered(entry)
     pool = executor(workers, scheduler) if len(tasks) > 1 and registered else None
     try:
