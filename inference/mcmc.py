@@ -175,26 +175,19 @@ def sample_chains(
     groups = (min(num_chains // min_group, cores()) or 1) if dev.type == "cpu" else 1
     sizes = [num_chains // groups + (g < num_chains % groups) for g in range(groups)]
     compile_ = bool(jit) and (has_compiler() or dev.type != "cpu")
-    if batch:
-        starts = np.cumsum([0, *sizes])
-        densities = {
-            g: batched_density(
-                ctx.model,
-                ctx.data,
-                s,
-                n,
-                compile=compile_,
-                device=dev,
-                batch={k: v[starts[g] : starts[g] + n] for k, v in batch.items()},
-            )  # fmt: skip
-            for g, n in enumerate(sizes)
-        }
-    else:
-        by_size = {
-            n: batched_density(ctx.model, ctx.data, s, n, compile=compile_, device=dev)
-            for n in sizes
-        }
-        densities = {g: by_size[n] for g, n in enumerate(sizes)}
+    starts = np.cumsum([0, *sizes])
+    densities = [  # groups of one size share a density (batched_density's cache), unless batched
+        batched_density(
+            ctx.model,
+            ctx.data,
+            s,
+            n,
+            compile=compile_,
+            device=dev,
+            batch={k: v[starts[g] : starts[g] + n] for k, v in batch.items()} if batch else None,
+        )  # fmt: skip
+        for g, n in enumerate(sizes)
+    ]
     workers = groups if parallel else 1
 
     def one(g: int) -> Samples:
@@ -228,6 +221,13 @@ def sample_chains(
     return Sampled(posterior, stats, theta.cpu(), parts, groups, workers)
 
 
+def failed_chains(theta: torch.Tensor | np.ndarray, diverging: np.ndarray) -> str | None:
+    """Why a run's chains give no posterior ("every transition diverged", "NaN draws"), or None."""
+    if diverging.all():
+        return "every transition diverged"
+    return None if np.isfinite(np.asarray(theta)).all() else "NaN draws"
+
+
 def grouped_run(
     ctx: EngineContext,
     engine: str,
@@ -236,25 +236,21 @@ def grouped_run(
     num_samples: int,
     warmup: int,
     num_chains: int,
-    jit: bool | None,
-    parallel: bool,
-    device: str = "cpu",
     superchain: int = 1,
-    min_group: int = 1,
     **options: Any,
 ) -> Run:
-    """:func:`sample_chains`, packaged as a Run: R-hat and ESS over the chains, divergences,
-    discrete and deterministic sites recovered, pointwise log-likelihood."""
+    """:func:`sample_chains` (``options`` go to it), packaged as a Run: R-hat and ESS over the
+    chains, divergences, discrete and deterministic sites recovered, pointwise log-likelihood."""
     s = ctx.structure
     sampled = sample_chains(
-        ctx, sampler, num_samples=num_samples, warmup=warmup, num_chains=num_chains, jit=jit,
-        parallel=parallel, device=device, superchain=superchain, min_group=min_group, **options,
+        ctx, sampler, num_samples=num_samples, warmup=warmup, num_chains=num_chains,
+        superchain=superchain, **options,
     )  # fmt: skip
-    posterior, stats, theta, parts = sampled.posterior, sampled.stats, sampled.theta, sampled.parts
+    posterior, stats, parts = sampled.posterior, sampled.stats, sampled.parts
     groups, workers = sampled.groups, sampled.workers
     diverging = stats.pop("diverging").astype(bool)
-    if not np.isfinite(theta.numpy()).all() or diverging.all():
-        raise NumericalFailure("every transition diverged" if diverging.all() else "NaN draws")
+    if why := failed_chains(sampled.theta, diverging):
+        raise NumericalFailure(why)
     pyro.set_rng_seed(chain_seed(ctx.seed, num_chains))
     posterior, log_lik, omitted = complete(ctx, posterior, recover=s.discrete)
     sample_stats = {"diverging": diverging}

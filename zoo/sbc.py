@@ -307,8 +307,7 @@ def _run_batched(
     from each replication's seeds, as in the one-by-one path."""
     start = time.perf_counter()
     first = tasks[0]
-    spec = entry.engine_spec(first.engine)
-    opts = {**spec.defaults, **first.options}
+    opts: dict[str, Any] = {}  # the engine's options, its defaults filled in (api.prepare)
     outcomes: dict[int, _Outcome] = {}
     sims: dict[int, tuple[dict[str, Any], dict[str, torch.Tensor]]] = {}
     for task in tasks:
@@ -322,6 +321,7 @@ def _run_batched(
             outcomes[task.rep] = _Outcome(task.rep, False, 0.0, reason=reason)
             continue
         sims[task.rep] = (checked.data, truth)
+        opts = checked.options
     kept = [t for t in tasks if t.rep in sims]
     if kept:
         chains = int(opts["num_chains"] or mcmc.LOCKSTEP_CHAINS)
@@ -363,12 +363,10 @@ def _run_batched(
                 max_tree_depth=opts["max_tree_depth"],
             )
         each = (time.perf_counter() - start) / len(kept)
-        theta = sampled.theta.numpy()
         for i, task in enumerate(kept):
             rows = slice(i * chains, (i + 1) * chains)
             diverging = sampled.stats["diverging"][rows].astype(bool)
-            if not np.isfinite(theta[rows]).all() or diverging.all():
-                why = "every transition diverged" if diverging.all() else "NaN draws"
+            if why := mcmc.failed_chains(sampled.theta[rows], diverging):
                 outcomes[task.rep] = _Outcome(task.rep, False, each, reason=why)
                 continue
             run = make_run(
