@@ -63,6 +63,15 @@ COMPILE_AFTER_S = 3.0
 # density's own time stayed under the first rule while NUTS's eager tree steps (2 ms each, the
 # density 0.6 ms of it) ran 310 s in the quick report; compiled by the pace of the run, 82 s.
 COMPILE_RUN_AFTER_S = 10.0
+# CPU code from inductor is scalar (``cpp.simdlen=1``) for batches under this many rows: at a
+# few chains, vector code gains little and generating it is most of a compile. The quick
+# report's NUTS steps (4 chains a group), compiled with inductor's cache empty on a 2-core
+# machine, took 24 s instead of 33 (naive_bayes), 17 instead of 25 (dirichlet_process_mixture)
+# and 44 instead of 64 (hmm), and sampled about as fast (naive_bayes 26 s against 27.5, hmm
+# 28.6 against 28.9; the mixture 12% slower, 90.6 s against 80.9). At 16 chains a group vector
+# code wins: logistic_regression's ChEES 13.1 s against 17.8 with the cache warm, 21.1 against
+# 23.5 with it empty.
+VECTORISE_FROM = 16
 BARE_COMPILE_AFTER = 300  # compiled mode: density calls outside a fused step before it compiles
 # ZOO_AUTO_COMPILE=0 keeps runs with jit=None on the traced graph (jit=True still compiles). The
 # test suite sets it: on a fresh machine, with inductor's cache cold, a model's first compile
@@ -297,7 +306,7 @@ class BatchedDensity:
             return "traced", self._traced
         try:
             probe = self.random_points(self.generator(0), scale=1.0)
-            compiled = _inductor(graph, [probe])
+            compiled = _inductor(graph, [probe], rows=self.chains)
             self._check(compiled, probe, reference=self._vmapped(), fresh=True)
         except Exception as e:  # noqa: BLE001
             self.reasons["compiled"] = one_line(e)
@@ -329,7 +338,7 @@ class BatchedDensity:
                 # first leaf passes its start as both edge and proposal) one placeholder
                 example = [a.clone() for a in args]
                 traced = make_fx(through_graph)(*example)
-                fused = _inductor(traced, example)
+                fused = _inductor(traced, example, rows=self.chains)
                 got, want = fused(*args), through_graph(*args)
             floats = [(a, b) for a, b in zip(got, want, strict=True) if a.is_floating_point()]
             if not all(_close(a, b) for a, b in floats):
@@ -500,9 +509,13 @@ def failed_factor_as_nan(graph: torch.fx.GraphModule) -> None:
         graph.recompile()
 
 
-def _inductor(graph: Callable[..., Any], example: list[torch.Tensor]) -> Callable[..., Any]:
+def _inductor(
+    graph: Callable[..., Any], example: list[torch.Tensor], *, rows: int
+) -> Callable[..., Any]:
     """An aten graph (from ``make_fx``) compiled by TorchInductor as it is: no TorchDynamo
-    capture and no guards on each call (10 us a call against 29 through ``torch.compile``)."""
+    capture and no guards on each call (10 us a call against 29 through ``torch.compile``).
+    ``rows``: the batch (chains or particles) the graph runs; below :data:`VECTORISE_FROM` the
+    CPU code is scalar (see there)."""
     import torch._inductor
     from torch._guards import TracingContext, tracing
     from torch._subclasses.fake_tensor import FakeTensorMode
@@ -516,6 +529,7 @@ def _inductor(graph: Callable[..., Any], example: list[torch.Tensor]) -> Callabl
     with (
         tracing(TracingContext(fake)),
         torch._functorch.config.patch(enable_autograd_cache=False),
+        torch._inductor.config.patch({"cpp.simdlen": None if rows >= VECTORISE_FROM else 1}),
     ):
         compiled = torch._inductor.compile(graph, example)
 
