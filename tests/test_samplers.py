@@ -239,6 +239,27 @@ def test_a_failed_cholesky_rejects_its_chain_and_the_compiled_graph_is_cached(re
     assert counters["inductor"]["fxgraph_cache_bypass"] == before
 
 
+@pytest.mark.parametrize(
+    "rows", [1, density_module.VECTORISE_FROM - 1, density_module.VECTORISE_FROM]
+)
+def test_inductor_writes_scalar_cpu_code_for_small_batches(monkeypatch, rows):
+    """A few chains compile to scalar code (vector code costs a third of a cold compile there
+    and gains nothing); from VECTORISE_FROM rows on, inductor picks its vector ISA."""
+    import torch._inductor as inductor
+
+    seen = []
+
+    def compile_(graph, example):  # what inductor's compile sees, without compiling
+        seen.append(inductor.config.cpp.simdlen)
+        return graph
+
+    monkeypatch.setattr(inductor, "compile", compile_)
+    fn = density_module._inductor(lambda x: (x.sin(),), [torch.ones(rows, 2)], rows=rows)
+    assert seen == [1 if rows < density_module.VECTORISE_FROM else None]
+    assert inductor.config.cpp.simdlen is None  # the setting does not leak out
+    assert torch.equal(fn(torch.zeros(rows, 2))[0], torch.zeros(rows, 2))
+
+
 def _transitions(density, step, n=6):
     """``n`` HMC transitions from one start, each from the same random state as the
     reference's: a list of (state, statistics)."""
