@@ -307,9 +307,8 @@ def _run_batched(
     from each replication's seeds, as in the one-by-one path."""
     start = time.perf_counter()
     first = tasks[0]
-    opts: dict[str, Any] = {}  # the engine's options, its defaults filled in (api.prepare)
     outcomes: dict[int, _Outcome] = {}
-    sims: dict[int, tuple[dict[str, Any], dict[str, torch.Tensor]]] = {}
+    sims: dict[int, tuple[api.Prepared, dict[str, torch.Tensor]]] = {}
     for task in tasks:
         data, truth = simulate(entry, task.data_seed)
         try:
@@ -320,12 +319,13 @@ def _run_batched(
             reason = f"simulated data rejected: {e}"
             outcomes[task.rep] = _Outcome(task.rep, False, 0.0, reason=reason)
             continue
-        sims[task.rep] = (checked.data, truth)
-        opts = checked.options
+        sims[task.rep] = (checked, truth)
     kept = [t for t in tasks if t.rep in sims]
     if kept:
+        # every replication has the same engine options, defaults filled in by api.prepare
+        opts = sims[kept[0].rep][0].options
         chains = int(opts["num_chains"] or mcmc.LOCKSTEP_CHAINS)
-        datasets = [sims[t.rep][0] for t in kept]
+        datasets = [sims[t.rep][0].data for t in kept]
         template = datasets[0]
         varying = [
             k
