@@ -172,6 +172,7 @@ class BatchedDensity:
         self._traced: Fn = self._loop  # the graph as run uncompiled (TorchScript or FX)
         self._fused: dict[tuple[Any, ...], Callable[..., Any] | None] = {}
         self._bare_calls, self._bare_compiled = 0, False
+        self.compile_s = 0.0
         with on_device(device):  # the model's own constants, traced into the graph
             self.mode, self._fn = self._build(compile)
         self.start_run(auto_compile=False)  # see tick()
@@ -289,7 +290,9 @@ class BatchedDensity:
     def _compile_bare(self) -> None:
         """The density's own compiled form, checked at fresh points (traced where that fails)."""
         assert self._graph is not None
+        started = time.perf_counter()
         mode, self._fn = self._compiled(self._graph)
+        self.compile_s += time.perf_counter() - started
         self._bare_compiled = True
         if mode != "compiled":
             self.mode = mode
@@ -325,7 +328,7 @@ class BatchedDensity:
         key = (step, tuple((a.shape, a.dtype) for a in args))  # traced graphs fix the shapes
         if key in self._fused:
             return self._fused[key]
-        graph = self._graph
+        graph, started = self._graph, time.perf_counter()
 
         def through_graph(*a: torch.Tensor) -> tuple[torch.Tensor, ...]:
             return step(lambda theta: sanitised(*graph(theta)), *a)
@@ -347,6 +350,7 @@ class BatchedDensity:
             self.reasons["fused"] = one_line(e)
             fused = None
         self._fused[key] = fused
+        self.compile_s += time.perf_counter() - started
         return fused
 
     def start_run(self, *, auto_compile: bool) -> None:
@@ -355,6 +359,7 @@ class BatchedDensity:
         allowed = os.environ.get(AUTO_COMPILE_ENV, "1").strip().lower() not in ("0", "false", "no")
         self.auto_compile = auto_compile and allowed
         self._spent, self._next_check, self._started = 0.0, 0, time.perf_counter()
+        self.compile_s = 0.0  # seconds this run spent tracing and compiling (a warm cache: few)
 
     def tick(self, iteration: int, total: int) -> None:
         """Called by a sampler after each iteration. With ``auto_compile``, once 2% of the run

@@ -208,6 +208,7 @@ def sample_chains(
                 **options,
             )
         result.info["density"] = density.mode
+        result.info["compile_s"] = density.compile_s
         return result
 
     parts = map_indices(one, groups, workers)
@@ -268,7 +269,9 @@ def grouped_run(
         diagnostics["acceptance_rate"] = [float(a) for a in stats["accept"].mean(1)]
     for key in parts[0].info:
         values = [p.info[key] for p in parts]  # per chain (lists: joined) or per group
-        if all(isinstance(v, list) for v in values):
+        if key == "compile_s":  # groups of one size share a compiled step: the first compiles
+            diagnostics[key] = round(sum(values), 3)
+        elif all(isinstance(v, list) for v in values):
             diagnostics[key] = [x for v in values for x in v]
         elif all(v == values[0] for v in values):
             diagnostics[key] = values[0]

@@ -408,6 +408,7 @@ def _batched_svi(
         "backend": "zoo",
         "jit": jit,
         "density": density.mode,
+        "compile_s": round(density.compile_s, 3),
         "num_particles": num_particles,
     }
     return _svi_run(

@@ -279,6 +279,7 @@ def run_row(
         "error": run.error,
         "caveat": verdict.caveat if run.ok else None,
         "wall_time_s": wall,
+        "compile_s": d.get("compile_s") if _finite(d.get("compile_s")) else None,
         "ess_per_s": float(ess) / float(wall) if _finite(ess) and _finite(wall) and wall else None,
         "min_ess_bulk": ess,
         "max_r_hat": d.get("max_r_hat"),

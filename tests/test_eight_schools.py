@@ -7,6 +7,7 @@ from scipy import stats
 from seeding import shifted
 
 import zoo
+from inference.density import has_compiler
 from zoo.models.hierarchical import schools_conditional
 
 Y = np.array([28.0, 8, -3, 7, -1, 1, 18, 12])
@@ -124,6 +125,18 @@ def test_centred_model_diverges_noncentred_does_not(centred_nuts, noncentred_nut
     ess_c = centred_nuts.summary.loc["tau", "ess_bulk"] / 800
     ess_nc = noncentred_nuts.summary.loc["tau", "ess_bulk"] / 400
     assert ess_c < ess_nc
+
+
+def test_a_run_says_how_long_it_compiled(centred_nuts, noncentred_nuts):
+    """diagnostics["compile_s"]: the wall seconds of the run spent tracing and compiling the
+    sampler's step (inductor's on-disk cache keeps them small on a second run); none on the
+    traced graph (the suite's jit=None runs)."""
+    spent = centred_nuts.diagnostics["compile_s"]
+    if has_compiler():  # jit=True
+        assert 0 < spent < centred_nuts.diagnostics["wall_time_s"]
+    else:
+        assert spent == 0
+    assert noncentred_nuts.diagnostics["compile_s"] == 0
 
 
 def test_noncentred_nuts_matches_quadrature_within_mc_error(noncentred_nuts):

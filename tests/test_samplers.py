@@ -294,6 +294,12 @@ def test_the_fused_compiled_hmc_step_takes_the_eager_steps(name):
         np.testing.assert_allclose(q1, q0, rtol=1e-4, atol=1e-4)
         for k in st0:
             np.testing.assert_allclose(st1[k].double(), st0[k].double(), rtol=1e-3, atol=1e-4)
+    # the seconds spent tracing and compiling are counted (a run's diagnostics["compile_s"]),
+    # once: the step compiled, a new run on the same density compiles nothing
+    assert fused.compile_s > 0 and eager.compile_s == 0
+    fused.start_run(auto_compile=False)
+    assert _transitions(fused, samplers.Step(fused, fn))[-1][0].equal(got[-1][0])
+    assert fused.compile_s == 0
 
 
 def test_checkpoint_indices_follow_their_definition():
