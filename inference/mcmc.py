@@ -269,8 +269,10 @@ def grouped_run(
         diagnostics["acceptance_rate"] = [float(a) for a in stats["accept"].mean(1)]
     for key in parts[0].info:
         values = [p.info[key] for p in parts]  # per chain (lists: joined) or per group
-        if key == "compile_s":  # groups of one size share a compiled step: the first compiles
-            diagnostics[key] = round(sum(values), 3)
+        if key == "compile_s":  # wall seconds: groups side by side overlap, one after another
+            # add up (those share a density and its compiled step: the first compiles)
+            together = diagnostics["chains_in_parallel"]
+            diagnostics[key] = round(max(values) if together else sum(values), 3)
         elif all(isinstance(v, list) for v in values):
             diagnostics[key] = [x for v in values for x in v]
         elif all(v == values[0] for v in values):
