@@ -51,6 +51,7 @@ if TYPE_CHECKING:
 
 MAX_DENSITY_ROWS = 8
 MAX_TRACE_ROWS = 4
+MAX_TRACE_CHAINS = 8  # more lines than this in one panel are a blur
 DPI = 100
 _PALETTE = (
     "#1f77b4",
@@ -292,10 +293,26 @@ def optimisation_figure(cmp: Comparison, colors: dict[str, str]) -> FigureImage 
     return FigureImage("optimisation", "Optimisation traces", caption, to_base64_png(fig))
 
 
+def shown_chains(ranks: Sequence[np.ndarray], limit: int = MAX_TRACE_CHAINS) -> np.ndarray:
+    """Which chains a trace figure draws when there are more than ``limit``: those whose rank
+    histograms are least uniform (a chain stuck apart from the others is always among them),
+    in chain order. ``ranks``: per row, the ranks among all draws, shaped (chain, draw)."""
+    n_chain, n_draw = ranks[0].shape
+    if n_chain <= limit:
+        return np.arange(n_chain)
+    total = n_chain * n_draw
+    # a chain's mean rank is (total + 1) / 2 when it mixes, with sd sqrt((total^2 - 1) / 12 / n)
+    # for n independent draws: the z-score of its mean rank, largest over the rows
+    sd = np.sqrt((total**2 - 1) / 12.0 / n_draw)
+    z = np.max([np.abs(r.mean(1) - (total + 1) / 2) / sd for r in ranks], axis=0)
+    return np.sort(np.argsort(-z, kind="stable")[:limit])
+
+
 def mcmc_figure(
     cmp: Comparison, engine: str, rows: Sequence[str], colors: dict[str, str]
 ) -> FigureImage | None:
-    """Per-chain traces and rank histograms of an MCMC run (rank plots: flat when mixed)."""
+    """Per-chain traces and rank histograms of an MCMC run (rank plots: flat when mixed); of
+    many chains, the :data:`MAX_TRACE_CHAINS` least mixed (:func:`shown_chains`)."""
     run = cmp.runs[engine]
     if not run.ok or run.idata is None or "sample_stats" not in run.idata.groups():
         return None
@@ -303,17 +320,18 @@ def mcmc_figure(
     series = [(row, d) for row, d in series if d is not None and d.shape[1] > 1]
     if not series:
         return None
-    fig = Figure(figsize=(9.0, 1.9 * len(series) + 0.5))
+    ranks = [stats.rankdata(d.ravel()).reshape(d.shape) for _, d in series]
     n_chain = series[0][1].shape[0]
-    chain_colors = [_PALETTE[(i + 3) % len(_PALETTE)] for i in range(n_chain)]
-    for i, (row, d) in enumerate(series):
+    shown = shown_chains(ranks)
+    fig = Figure(figsize=(9.0, 1.9 * len(series) + 0.5))
+    chain_colors = {c: _PALETTE[(i + 3) % len(_PALETTE)] for i, c in enumerate(shown)}
+    for i, ((row, d), rank) in enumerate(zip(series, ranks, strict=True)):
         ax_t = fig.add_subplot(len(series), 2, 2 * i + 1)
         ax_r = fig.add_subplot(len(series), 2, 2 * i + 2)
-        ranks = stats.rankdata(d.ravel()).reshape(d.shape)
         bins = np.linspace(0.5, d.size + 0.5, min(20, max(2, d.shape[1] // 10)) + 1)
-        for c in range(d.shape[0]):
+        for c in shown:
             ax_t.plot(d[c], color=chain_colors[c], lw=0.7, alpha=0.8, label=f"chain {c}")
-            ax_r.hist(ranks[c], bins=bins, histtype="step", color=chain_colors[c], lw=1.3)
+            ax_r.hist(rank[c], bins=bins, histtype="step", color=chain_colors[c], lw=1.3)
         ax_r.axhline(d.shape[1] / (len(bins) - 1), color="black", lw=0.8, ls=":")
         ax_t.set_ylabel(row, fontsize=9)
         for ax in (ax_t, ax_r):
@@ -327,14 +345,20 @@ def mcmc_figure(
                 frameon=False,
                 loc="lower right",
                 bbox_to_anchor=(1.0, 1.0),
-                ncol=min(n_chain, 4),
+                ncol=min(len(shown), 4),
                 borderaxespad=0.1,
             )
         if i == len(series) - 1:
             ax_t.set_xlabel("draw", fontsize=9)
             ax_r.set_xlabel("rank among all draws", fontsize=9)
     fig.tight_layout()
-    caption = f"{engine}: {n_chain} chains; dotted line: the count of a uniform rank histogram."
+    which = (
+        f"{n_chain} chains"
+        if len(shown) == n_chain
+        else f"the {len(shown)} of {n_chain} chains whose mean ranks are furthest from the "
+        f"middle (ranks among all {n_chain} chains' draws)"
+    )
+    caption = f"{engine}: {which}; dotted line: the count of a uniform rank histogram."
     return FigureImage("mcmc", f"{engine}: traces and rank plots", caption, to_base64_png(fig))
 
 

@@ -265,3 +265,26 @@ def test_loo_without_compare_ranks_by_elpd(cmp: zoo.Comparison, monkeypatch) -> 
     assert [r["elpd_loo"] for r in rows] == sorted((r["elpd_loo"] for r in rows), reverse=True)
     assert all(np.isnan(r["weight"]) for r in rows)
     assert rows[1]["elpd_diff"] == pytest.approx(rows[0]["elpd_loo"] - rows[1]["elpd_loo"])
+
+
+def test_trace_figure_of_many_chains_draws_the_least_mixed_ones() -> None:
+    """Of 32 chains, one stuck 3 sds apart, the trace figure draws 8 and the stuck one among
+    them (its mean rank is about 20 sds of its noise from the middle; a mixed chain's rarely 4);
+    of 8 or fewer, every chain."""
+    draws = np.random.default_rng(0).normal(size=(32, 200))
+    draws[21] += 3.0
+    ranks = [stats.rankdata(draws.ravel()).reshape(draws.shape)]
+    shown = F.shown_chains(ranks)
+    assert len(shown) == F.MAX_TRACE_CHAINS and 21 in shown
+    assert list(shown) == sorted(shown)
+    few = draws[:6]
+    assert list(F.shown_chains([stats.rankdata(few.ravel()).reshape(few.shape)])) == list(range(6))
+
+
+def test_trace_figure_says_which_chains_it_draws() -> None:
+    cmp = zoo.compare(
+        "beta_bernoulli", ["nuts"], num_chains=12, num_samples=40, warmup=40, progress=False
+    )
+    fig = F.mcmc_figure(cmp, "nuts", ["p"], F.engine_colors(["nuts"]))
+    assert fig is not None and "the 8 of 12 chains" in fig.caption
+    assert mpimg.imread(io.BytesIO(base64.b64decode(fig.png))).shape[1] > 0
