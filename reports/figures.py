@@ -294,15 +294,16 @@ def optimisation_figure(cmp: Comparison, colors: dict[str, str]) -> FigureImage 
 
 
 def shown_chains(ranks: Sequence[np.ndarray], limit: int = MAX_TRACE_CHAINS) -> np.ndarray:
-    """Which chains a trace figure draws when there are more than ``limit``: those whose rank
-    histograms are least uniform (a chain stuck apart from the others is always among them),
-    in chain order. ``ranks``: per row, the ranks among all draws, shaped (chain, draw)."""
+    """Which chains a trace figure draws when there are more than ``limit``: those whose mean
+    ranks are furthest from the middle (a chain stuck apart from the others is among them), in
+    chain order. ``ranks``: per row, the ranks among all draws, shaped (chain, draw)."""
     n_chain, n_draw = ranks[0].shape
     if n_chain <= limit:
         return np.arange(n_chain)
     total = n_chain * n_draw
-    # a chain's mean rank is (total + 1) / 2 when it mixes, with sd sqrt((total^2 - 1) / 12 / n)
-    # for n independent draws: the z-score of its mean rank, largest over the rows
+    # a chain's mean rank is (total + 1) / 2 when it mixes, with sd about sqrt((total^2 - 1) /
+    # 12 / n) for n independent draws: the z-score of its mean rank, largest over the rows (only
+    # the order matters, so autocorrelation, which widens every chain's sd alike, is left out)
     sd = np.sqrt((total**2 - 1) / 12.0 / n_draw)
     z = np.max([np.abs(r.mean(1) - (total + 1) / 2) / sd for r in ranks], axis=0)
     return np.sort(np.argsort(-z, kind="stable")[:limit])
