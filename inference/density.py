@@ -172,7 +172,6 @@ class BatchedDensity:
         self._traced: Fn = self._loop  # the graph as run uncompiled (TorchScript or FX)
         self._fused: dict[tuple[Any, ...], Callable[..., Any] | None] = {}
         self._bare_calls, self._bare_compiled = 0, False
-        self.compile_s = 0.0
         with on_device(device):  # the model's own constants, traced into the graph
             self.mode, self._fn = self._build(compile)
         self.start_run(auto_compile=False)  # see tick()

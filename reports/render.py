@@ -262,6 +262,7 @@ def run_row(
     """One engine's line of the engine table (raw numbers; templates format them)."""
     d = run.diagnostics
     wall = d.get("wall_time_s")
+    compiled = d.get("compile_s")  # shown beside the wall time where it is a visible share
     ess = d.get("min_ess_bulk")
     acc = d.get("acceptance_rate")
     if isinstance(acc, (list, tuple)) and acc:
@@ -279,7 +280,7 @@ def run_row(
         "error": run.error,
         "caveat": verdict.caveat if run.ok else None,
         "wall_time_s": wall,
-        "compile_s": d.get("compile_s") if _finite(d.get("compile_s")) else None,
+        "compile_s": compiled if _finite(compiled) and compiled >= 0.05 else None,
         "ess_per_s": float(ess) / float(wall) if _finite(ess) and _finite(wall) and wall else None,
         "min_ess_bulk": ess,
         "max_r_hat": d.get("max_r_hat"),

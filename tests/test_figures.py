@@ -288,3 +288,16 @@ def test_trace_figure_says_which_chains_it_draws() -> None:
     fig = F.mcmc_figure(cmp, "nuts", ["p"], F.engine_colors(["nuts"]))
     assert fig is not None and "the 8 of 12 chains" in fig.caption
     assert mpimg.imread(io.BytesIO(base64.b64decode(fig.png))).shape[1] > 0
+
+
+def test_model_page_shows_the_seconds_spent_compiling(cmp: zoo.Comparison) -> None:
+    """A run's diagnostics["compile_s"] shows under its wall time (HTML and Markdown) where it
+    is a visible share, and not at all below 0.05 s."""
+    svi = cmp.runs["svi"]
+    for spent, shown in ((2.5, True), (0.01, False)):
+        run = dataclasses.replace(svi, diagnostics={**svi.diagnostics, "compile_s": spent})
+        page = reports.render_model_page(dataclasses.replace(cmp, runs={**cmp.runs, "svi": run}))
+        html = next(v for k, v in page.items() if k.endswith(".html"))
+        md = next(v for k, v in page.items() if k.endswith(".md"))
+        assert ("2.50 compiling" in html and "(2.50 compiling)" in md) is shown
+        assert ("compiling</span>" in html) is shown
