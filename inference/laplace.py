@@ -16,18 +16,21 @@ Everything is computed in float64 from the model's own log density (:mod:`infere
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyro
 import torch
 from torch.distributions.transforms import ComposeTransform, IndependentTransform, Transform
 
-from .arviz_io import make_run
+from .arviz_io import make_run, psis_pareto_k
 from .context import EngineContext
 from .density import BatchedDensity, batched_density
+from .importance import RELIABLE_K
 from .posterior import complete
 from .reference import in_float64
 from .results import Evidence, NumericalFailure, Run
@@ -198,6 +201,7 @@ def laplace_engine(
     u = fit.mode + torch.linalg.solve_triangular(fit.chol_precision.T, z.T, upper=True).T
     with torch.no_grad():
         values = density.constrain(u)
+        pareto_k = _pareto_k(density, fit, u, z)
     posterior = {k: v.float().numpy()[None] for k, v in values.items()}
     posterior, log_lik, omitted = complete(ctx, posterior)
     sd = fit.cov.diagonal().sqrt()
@@ -213,10 +217,13 @@ def laplace_engine(
         "max_abs_grad": fit.max_abs_grad,
         "log_joint_at_mode": fit.log_joint,
         "num_samples": num_samples,
+        # the Gaussian's own check: its draws as importance proposals for the posterior
+        "pareto_k": pareto_k,
+        "approximation": "Laplace's Gaussian",
     }
     if omitted:
         diagnostics["omitted"] = omitted
-    return make_run(
+    run = make_run(
         "laplace",
         posterior,
         log_likelihood=log_lik,
@@ -233,6 +240,30 @@ def laplace_engine(
             "space": SPACE,
         },
     )
+    if not pareto_k > RELIABLE_K:
+        return run
+    caveat = (
+        f"Laplace's Gaussian is far from the posterior: importance weights of its draws have "
+        f"Pareto k\u0302 {pareto_k:.2f} > {RELIABLE_K} (a skewed, heavy-tailed or funnel-shaped "
+        "posterior), so its means, sds and evidence estimate are not to be trusted"
+    )
+    return dataclasses.replace(run, status="unreliable", caveat=caveat)
+
+
+def _pareto_k(density: BatchedDensity, fit: LaplaceFit, u: torch.Tensor, z: torch.Tensor) -> float:
+    """Pareto k-hat (PSIS) of the weights p(y, u) / q(u) of the Gaussian's draws ``u = u* +
+    L^-T z``: how far the posterior is from the Gaussian, seen from the run alone (Yao et al.
+    2018, "Yes, but did it work?"). About 0 on a Gaussian posterior; above 0.7 the Gaussian
+    misses mass the posterior has (a skewed or heavy-tailed posterior, a funnel), and its moments
+    cannot be trusted. log q(u) = -D/2 log 2 pi + sum log diag L - |z|^2 / 2."""
+    log_q = (
+        -0.5 * z.pow(2).sum(1)
+        - 0.5 * density.dim * math.log(2 * math.pi)
+        + fit.chol_precision.diagonal().log().sum()
+    )
+    log_w = (density.values(u) - log_q).numpy()
+    finite = np.isfinite(log_w)
+    return psis_pareto_k(log_w[finite]) if finite.sum() > 10 else float("nan")
 
 
 def _fit(

@@ -115,7 +115,7 @@ def assess(run: Run) -> Assessment:
     k = d.get("pareto_k")
     if _finite(k) and float(k) > MAX_PARETO_K and run.kind != "point" and "caveat" not in flags:
         which = "median per-data-point " if _finite(d.get("pareto_k_share_above_0_7")) else ""
-        q = "the guide" if d.get("proposal") is None else f"the proposal ({d['proposal']})"
+        q = _weighted(d)
         reasons.append(
             f"{which}Pareto k\u0302 {float(k):.2f} > {MAX_PARETO_K}: {q} misses part of the "
             "posterior"
@@ -623,7 +623,7 @@ def _sampler(engine: str, run: Run) -> list[Finding]:
     if _finite(k) and run.status != "unreliable" and "pareto_k" not in assess(run).flags:
         k = float(k)
         proposal = d.get("proposal")  # importance sampling: the proposal it weighted
-        q = "the guide" if proposal is None else f"the proposal ({proposal})"
+        q = _weighted(d)
         if k <= 0.5:
             level, what = "good", f"{q} is a reliable importance proposal for the posterior"
         elif k <= 0.7:
@@ -638,9 +638,17 @@ def _sampler(engine: str, run: Run) -> list[Finding]:
                 f"({float(share):.0%} above 0.7, largest {float(d['pareto_k_max']):.2f}): "
                 f"for a typical data point, {what}."
             )
-        topic = "svi" if proposal is None else "importance"
+        topic = "importance" if proposal is not None else "approximation"
         out.append(Finding(engine, topic, level, text))
     return out
+
+
+def _weighted(d: Mapping[str, Any]) -> str:
+    """What a run's Pareto k-hat weighs against the posterior, in words: an importance run's
+    proposal, a Gaussian approximation (``approximation``, Laplace's) or SVI's guide."""
+    if d.get("proposal") is not None:
+        return f"the proposal ({d['proposal']})"
+    return str(d.get("approximation") or "the guide")
 
 
 def accuracy_level(found: Sequence[Finding], engine: str) -> str | None:
