@@ -66,9 +66,10 @@ def enum_engine(
 
     With no continuous latents this is exact Bayesian inference: log evidence log p(y), exact
     posterior marginals, the joint MAP assignment (temperature 0) and exact posterior draws.
-    Continuous latents are held fixed: at ``params`` when given, otherwise at their MAP, found by
-    SVI with an ``AutoDelta`` guide and the discrete sites enumerated (TraceEnum_ELBO). The run is
-    then conditional on them, and so is its evidence, log p(y | params).
+    Continuous latents are held fixed: at ``params`` when given, otherwise at their MAP: the
+    ``AutoDelta`` guide's loss with the discrete sites enumerated (TraceEnum_ELBO), minimised by
+    L-BFGS (at most ``map_steps`` iterations; Adam at ``lr`` for ``map_steps`` steps where it
+    fails). The run is then conditional on them, and so is its evidence, log p(y | params).
     """
     s = ctx.structure
     fixed: dict[str, torch.Tensor] = {}
@@ -76,8 +77,8 @@ def enum_engine(
     traces: dict[str, list[float]] = {}
     if s.continuous:
         if params is None:
-            fixed, traces["map_elbo"] = fit_map(ctx, num_steps=map_steps, lr=lr)
-            diagnostics["params_source"] = f"MAP by SVI (AutoDelta, {map_steps} steps)"
+            fixed, traces["map_elbo"], how = fit_map(ctx, num_steps=map_steps, lr=lr)
+            diagnostics["params_source"] = f"MAP ({how}; AutoDelta's loss)"
         else:
             fixed = _fixed_params(ctx, params)
             diagnostics["params_source"] = "given"

@@ -20,6 +20,7 @@ from tqdm.auto import tqdm
 
 from .context import EngineContext
 from .discrete import enumerated
+from .reference import in_float64
 from .results import NumericalFailure
 from .structure import fit_init
 
@@ -110,14 +111,80 @@ def fit(
     return trace
 
 
+MAP_STARTS = 4  # at most as many L-BFGS runs from prior-median starts; the best is kept
+
+
 def fit_map(
     ctx: EngineContext, *, num_steps: int, lr: float
-) -> tuple[dict[str, torch.Tensor], list[float]]:
-    """MAP of the continuous sites with the discrete ones enumerated (AutoDelta + TraceEnum)."""
-    guide = autoguide(ctx, "delta")
+) -> tuple[dict[str, torch.Tensor], list[float], str]:
+    """MAP of the continuous sites with the discrete ones enumerated: AutoDelta's loss,
+    -log p(y, theta) with the discrete sites summed out (TraceEnum_ELBO; the density in theta
+    itself, no Jacobian), minimised in float64 by L-BFGS with a strong-Wolfe line search (at most
+    ``num_steps`` iterations) from up to :data:`MAP_STARTS` starts (each the median of 15 prior
+    draws), the best kept; it stops once two starts have ended at the best loss. The loss is
+    deterministic, so a quasi-Newton method converges in tens of evaluations where Adam took
+    ``num_steps`` (hmm's MAP: 1000 Adam steps were 95% of its ``enum`` cell). Several starts
+    because a mixture's or HMM's loss has local optima: gaussian_hmm's ended 2 nats below the
+    best from 2 of 6 starts. Where no start ends at a finite loss (a line search stepped where
+    the model's density fails), Adam (``lr``) for ``num_steps`` steps instead. Returns the
+    values (in the data's dtype), -loss per evaluation of the best start and how the MAP was
+    found."""
+    model = enumerated(ctx.model)
     elbo = TraceEnum_ELBO(max_plate_nesting=ctx.structure.max_plate_nesting)
+    floats = [v for v in ctx.data.values() if isinstance(v, torch.Tensor) and v.is_floating_point()]
+    dtype = floats[0].dtype if floats else torch.get_default_dtype()
+    keep = ctx.structure.continuous
+
+    def lbfgs(**data: Any) -> tuple[dict[str, torch.Tensor], list[float]]:
+        pyro.clear_param_store()
+        guide = autoguide(ctx, "delta")
+        elbo.differentiable_loss(model, guide, **data)  # creates the guide's parameters
+        params = [p for _, p in pyro.get_param_store().named_parameters()]
+        opt = torch.optim.LBFGS(
+            params, max_iter=num_steps, line_search_fn="strong_wolfe", tolerance_grad=1e-9,
+            tolerance_change=1e-12, history_size=20,
+        )  # fmt: skip
+        trace: list[float] = []
+
+        def closure() -> torch.Tensor:
+            opt.zero_grad()
+            loss = elbo.differentiable_loss(model, guide, **data)
+            loss.backward()
+            trace.append(-float(loss.detach()))
+            return loss
+
+        opt.step(closure)
+        with torch.no_grad():
+            values = guide.median(**data)
+        return {k: v.detach().to(dtype) for k, v in values.items() if k in keep}, trace
+
+    best: tuple[dict[str, torch.Tensor], list[float]] | None = None
+    agree, runs = 0, 0  # starts that ended at the best loss so far; starts run
+    for start in range(MAP_STARTS):
+        if agree >= 2:
+            break
+        runs += 1
+        pyro.set_rng_seed(ctx.seed * MAP_STARTS + start)  # the start's prior draws
+        try:
+            with pyro.validation_enabled(False):  # a line search may step far out
+                values, trace = in_float64(lbfgs, ctx.data)
+        except (ValueError, RuntimeError):
+            continue
+        finite = np.isfinite(trace[-1]) and all(
+            bool(torch.isfinite(v).all()) for v in values.values()
+        )
+        if not finite:
+            continue
+        if best is not None and abs(trace[-1] - best[1][-1]) <= 1e-6 * (1 + abs(best[1][-1])):
+            agree += 1
+        elif best is None or trace[-1] > best[1][-1]:
+            best, agree = (values, trace), 1
+    if best is not None:
+        return *best, f"L-BFGS, the best of {runs} starts"
+    pyro.set_rng_seed(ctx.seed)
+    guide = autoguide(ctx, "delta")
     trace = fit(
-        enumerated(ctx.model),
+        model,
         guide,
         dict(ctx.data),
         elbo,
@@ -128,4 +195,5 @@ def fit_map(
     )
     with torch.no_grad():
         values = guide.median(**ctx.data)
-    return {k: v.detach() for k, v in values.items() if k in ctx.structure.continuous}, trace
+    how = f"Adam, {num_steps} steps: L-BFGS failed from every start"
+    return {k: v.detach() for k, v in values.items() if k in keep}, trace, how

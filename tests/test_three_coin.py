@@ -140,3 +140,18 @@ def test_svi_mean_field_guide_is_close_to_truth():
     # z is recovered from its exact conditional given each guide draw
     for j in (0, 2):
         assert abs(run.summary.loc[f"z[{j}]", "mean"] - truth.mean["z"][j]) < 0.15
+
+
+def test_enum_map_falls_back_to_adam_where_lbfgs_fails(monkeypatch):
+    """Where no L-BFGS start ends at a finite loss, the MAP is Adam's (``map_steps`` steps at
+    ``lr``), and the run says so; it still lies on the ridge pi p + (1 - pi) q = 0.6."""
+    import inference.optim
+
+    def broken(fn, data):
+        raise RuntimeError("a line search stepped where the density fails")
+
+    monkeypatch.setattr(inference.optim, "in_float64", broken)
+    run = zoo.run("three_coin", "enum", map_steps=800, num_samples=50)
+    assert run.diagnostics["params_source"].startswith("MAP (Adam, 800 steps")
+    f = run.extras["params"]
+    assert float(f["pi"] * f["p"] + (1 - f["pi"]) * f["q"]) == pytest.approx(0.6, abs=5e-3)
