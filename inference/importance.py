@@ -172,7 +172,7 @@ def _weighted(ctx: EngineContext, name: str, n: int, fit_steps: int, lr: float) 
         recover: tuple[str, ...] = ()
         traces: dict[str, list[float]] = {}
     else:
-        fitted = fit_guide(ctx, guide=name, elbo=None, num_steps=fit_steps, lr=lr)
+        fitted = fit_guide(ctx, guide=name, elbo=None, num_steps=fit_steps, lr=lr, jit=None)
         values, log_w = weighted_draws(
             ctx, fitted.guide, fitted.sampled, fitted.enumerated, n, name=f"the {name} guide"
         )

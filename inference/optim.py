@@ -21,7 +21,7 @@ from tqdm.auto import tqdm
 from .context import EngineContext
 from .discrete import enumerated
 from .reference import in_float64
-from .results import NumericalFailure
+from .results import NumericalFailure, one_line
 from .structure import fit_init
 
 AUTOGUIDES: dict[str, Callable[..., Any]] = {
@@ -85,17 +85,27 @@ def fit(
     desc: str,
     check_shapes: bool = True,
     subsample_size: int | None = None,
-) -> list[float]:
-    """Run Adam on -ELBO (lr decays tenfold over the run) and return the ELBO trace.
+    plain: pyro.infer.ELBO | None = None,
+) -> tuple[list[float], str | None]:
+    """Run Adam on -ELBO (lr decays tenfold over the run); return the ELBO trace and, where
+    ``plain`` (the eager form of ``elbo``, a JIT-compiled ELBO) replaced ``elbo``, why.
 
     ``check_shapes=False`` skips Pyro's check that every batch dim of a site is declared by a
     plate: an ELBO without enumeration sums each site's log density whole, so a model written
     with undeclared batch dims (as NUTS accepts them) is still fitted right. ``subsample_size``:
     each step sees minibatches of the model's larger plates (:class:`Subsample`), so a step's
-    cost does not grow with the data; each step's ELBO is then an unbiased estimate."""
+    cost does not grow with the data; each step's ELBO is then an unbiased estimate.
+    ``plain``: ``elbo`` is checked against it first (:func:`jit_disagrees`), and replaced by it
+    where they disagree."""
     pyro.clear_param_store()
     if subsample_size is not None:
         model, guide = Subsample(subsample_size)(model), Subsample(subsample_size)(guide)
+    why = None
+    if plain is not None:
+        with site_shape_checks(check_shapes):
+            why = jit_disagrees(model, guide, data, elbo, plain)
+        if why is not None:
+            elbo = plain
     optim = ClippedAdam({"lr": lr, "lrd": 0.1 ** (1.0 / num_steps)})
     svi = SVI(model, guide, optim, loss=elbo)
     trace: list[float] = []
@@ -108,7 +118,48 @@ def fit(
         trace.append(-float(loss))
         if progress and step % 100 == 0:
             bar.set_postfix(elbo=f"{-loss:.3f}")
-    return trace
+    return trace, why
+
+
+def jit_disagrees(
+    model: Callable[..., Any],
+    guide: Callable[..., Any],
+    data: dict[str, Any],
+    jitted: pyro.infer.ELBO,
+    plain: pyro.infer.ELBO,
+) -> str | None:
+    """Why Pyro's JIT-compiled ELBO ``jitted`` cannot stand in for ``plain`` on this model and
+    guide, or None. It is traced at one random state (its tracing call's loss is not the plain
+    one's at that state), then run at two fresh ones, where its loss must equal the plain ELBO's
+    (relative 1e-4): a traced graph that froze a Python branch on a sampled value, or a value
+    computed outside torch, differs there; a model it cannot trace raises. The random state is
+    restored afterwards and the checks' gradients cleared, so the fit's first step is as without
+    them (its parameters are created here)."""
+    state = pyro.util.get_rng_state()
+    seeds = torch.randint(2**31 - 1, (3,)).tolist()
+    try:
+        pyro.set_rng_seed(seeds[0])
+        jitted.loss_and_grads(model, guide, **data)  # traces
+        pairs = []
+        for seed in seeds[1:]:
+            losses = []
+            for elbo in (plain, jitted):
+                pyro.set_rng_seed(seed)
+                losses.append(float(elbo.loss_and_grads(model, guide, **data)))
+            pairs.append(losses)
+    except Exception as e:  # noqa: BLE001 - any failure: the plain ELBO is always there
+        return f"Pyro's JIT cannot trace it ({one_line(e)})"
+    finally:
+        pyro.util.set_rng_state(state)
+        for _, p in pyro.get_param_store().named_parameters():
+            p.grad = None
+    for a, b in pairs:
+        if not (np.isfinite(a) and abs(a - b) <= 1e-4 * (1 + abs(a))):
+            return (
+                "its loss differs from the plain ELBO's at a fresh random state "
+                f"({b:.6g} against {a:.6g})"
+            )
+    return None
 
 
 MAP_STARTS = 4  # at most as many L-BFGS runs from prior-median starts; the best is kept
@@ -183,7 +234,7 @@ def fit_map(
         return *best, f"L-BFGS, the best of {runs} starts"
     pyro.set_rng_seed(ctx.seed)
     guide = autoguide(ctx, "delta")
-    trace = fit(
+    trace, _ = fit(
         model,
         guide,
         dict(ctx.data),

@@ -43,6 +43,7 @@ ELBOS = ("trace", "meanfield", "enum", "graph", "iwae", "renyi")
 GUIDES = ("model", *AUTOGUIDES)
 # the ELBOs the batched path fits (its entropy is exact, its expectation reparameterised)
 BATCHED_ELBOS = (None, "trace", "meanfield", "enum")
+JIT_ELBOS = ("trace", "meanfield", "enum", "graph")  # those Pyro has a JIT-compiled form of
 
 
 def make_elbo(
@@ -111,6 +112,8 @@ class FittedGuide:
     trace: list[float]
     sampled: tuple[str, ...]  # latent sites the guide draws
     enumerated: tuple[str, ...]  # discrete sites summed out in the model instead
+    jit: bool = False  # fitted with Pyro's JIT-compiled ELBO
+    jit_fallback: str | None = None  # why the JIT ELBO was asked for (jit=None) but not used
 
 
 def fit_guide(
@@ -121,12 +124,16 @@ def fit_guide(
     num_steps: int,
     lr: float,
     num_particles: int = 1,
-    jit: bool = False,
+    jit: bool | None = False,
     subsample_size: int | None = None,
 ) -> FittedGuide:
     """Fit the model's own guide or an autoguide; discrete sites the guide does not sample are
     enumerated in the model (``elbo="enum"``, the default then). ``subsample_size``: minibatches
-    of the plates (:class:`~inference.optim.Subsample`), for the model's own guide only."""
+    of the plates (:class:`~inference.optim.Subsample`), for the model's own guide only.
+    ``jit``: Pyro's JIT-compiled ELBO (True), the plain one (False), or (None) the JIT one where
+    it has one and it agrees with the plain one at a fresh random state
+    (:func:`~inference.optim.jit_disagrees`; 2-3.5 times faster a fit: normal_gamma's 1000
+    steps 20.2 s against 5.9, gaussian_hmm's 34.6 against 14.3), else the plain one."""
     s = ctx.structure
     guide_name = guide or ("model" if ctx.guide is not None else "normal")
     if subsample_size is not None and guide_name != "model":
@@ -152,14 +159,14 @@ def fit_guide(
             f"enumerated: use elbo='enum' (got elbo={elbo_name!r})"
         )
     model = enumerated(ctx.model) if enum_sites else ctx.model
-    loss = make_elbo(
-        elbo_name,
+    options = dict(
         num_particles=num_particles,
         max_plate_nesting=s.max_plate_nesting,
-        jit=jit,
         minibatches=subsample_size is not None or bool(s.subsampled),
     )
-    trace = fit(
+    auto = jit is None and guide_name != "flow" and elbo_name in JIT_ELBOS
+    loss = make_elbo(elbo_name, jit=bool(jit) or auto, **options)
+    trace, why = fit(
         model,
         q,
         data,
@@ -170,9 +177,11 @@ def fit_guide(
         desc=f"{ctx.name} svi[{guide_name},{elbo_name}]",
         check_shapes=elbo_name == "enum",
         subsample_size=subsample_size,
+        plain=make_elbo(elbo_name, **options) if auto else None,
     )
     drawn = tuple(n for n in s.latent if n in sampled)
-    return FittedGuide(q, guide_name, elbo_name, trace, drawn, enum_sites)
+    used = bool(jit) or (auto and why is None)
+    return FittedGuide(q, guide_name, elbo_name, trace, drawn, enum_sites, used, why)
 
 
 def weighted_draws(
@@ -228,7 +237,8 @@ def svi_engine(
     batch, one fused step per iteration); the model's own guide and the other autoguides and
     ELBOs by Pyro's SVI (``backend="pyro"``, which also fits the Gaussian guides on request).
     ``jit``: for the zoo, compile the density (None: once the run shows it pays); for Pyro, its
-    JIT-compiled ELBO.
+    JIT-compiled ELBO (None: where it has one and it agrees with the plain one, else the plain
+    one, with ``diagnostics["jit_fallback"]`` saying why).
 
     Discrete sites the guide does not sample are enumerated in the model (``elbo="enum"``, the
     default then) and recovered afterwards from their exact conditional posterior given each guide
@@ -286,7 +296,7 @@ def svi_engine(
         num_steps=num_steps,
         lr=lr,
         num_particles=num_particles,
-        jit=bool(jit),
+        jit=jit,
         subsample_size=subsample_size,
     )
     param_state = copy.deepcopy(pyro.get_param_store().get_state())
@@ -309,7 +319,8 @@ def svi_engine(
         "guide": fitted.name,
         "elbo_kind": fitted.elbo,
         "backend": "pyro",
-        "jit": bool(jit),
+        "jit": fitted.jit,
+        **({"jit_fallback": fitted.jit_fallback} if fitted.jit_fallback else {}),
         **({"subsample_size": subsample_size} if subsample_size is not None else {}),
         **shown,
     }
