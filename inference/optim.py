@@ -114,6 +114,8 @@ def fit(
         with site_shape_checks(check_shapes):
             loss = svi.step(**data)
         if not np.isfinite(loss):
+            if plain is not None and why is None:  # the JIT ELBO does not validate: the plain
+                plain.loss(model, guide, **data)  # one's error names the site and its parameter
             raise NumericalFailure(f"ELBO is {-loss} at step {step}")
         trace.append(-float(loss))
         if progress and step % 100 == 0:
