@@ -192,7 +192,9 @@ def laplace_engine(
     (``max_iter`` iterations, gradient tolerance ``tol``) from ``starts`` random points, the best
     polished by Newton's method; ``num_samples`` draws of the Gaussian mapped to each site's
     support. Evidence: the estimate L(u*) + (D/2) log 2 pi - (1/2) log det(-H). Sites with real
-    support get the Gaussian's exact moments in the summary (all real: ``closed_form``).
+    support get the Gaussian's exact moments in the summary (all real: ``closed_form``). The
+    run checks itself: ``diagnostics["pareto_k"]``, the Pareto k-hat of its draws' importance
+    weights (:func:`_pareto_k`); above 0.7 it is ``unreliable``, with the reason.
     ``extras``: ``mode`` and ``cov`` (unconstrained, sites in ``sites`` order), ``space``."""
     with pyro.validation_enabled(False):  # a line search may try a point outside the support
         density, fit = in_float64(lambda **data: _fit(ctx, data, starts, max_iter, tol), ctx.data)
