@@ -43,6 +43,7 @@ POSITIVE_INTS = {
     "fit_steps",
     "starts",
     "subsample_size",
+    "chain_groups",
 }
 NONNEGATIVE_INTS = {"warmup"}
 POSITIVE_FLOATS = {"lr", "tol", "trajectory_length", "target_accept"}
@@ -148,8 +149,8 @@ GENERIC_ENGINES: dict[str, EngineSpec] = {
                 # depth 10) cost in proportion to the chains. 300 draws a chain, not 200: at 200,
                 # R-hat's own noise put 8 well-mixed models over 1.01 (ESS 500-1300), and the
                 # report called nuts unreliable on 12 of 22 models
-                "quick": {"num_samples": 300, "warmup": 300, "num_chains": 8},
-                "full": {"num_samples": 1000, "warmup": 1000, "num_chains": 32},
+                "quick": {"num_samples": 300, "warmup": 300, "num_chains": 8, "chain_groups": 1},
+                "full": {"num_samples": 1000, "warmup": 1000, "num_chains": 32, "chain_groups": 1},
             },
         ),
         declare(
@@ -162,8 +163,8 @@ GENERIC_ENGINES: dict[str, EngineSpec] = {
                 "check": {"num_samples": 50, "warmup": 300, "num_chains": 16},
                 # the draws are cheap (a few leapfrog steps each once T is adapted) and the
                 # warmup is most of the cost: more draws per warmup iteration
-                "quick": {"num_samples": 500, "warmup": 300, "num_chains": 32},
-                "full": {"num_samples": 1000, "warmup": 1000, "num_chains": 64},
+                "quick": {"num_samples": 500, "warmup": 300, "num_chains": 32, "chain_groups": 1},
+                "full": {"num_samples": 1000, "warmup": 1000, "num_chains": 64, "chain_groups": 1},
             },
         ),
         declare(
@@ -174,8 +175,8 @@ GENERIC_ENGINES: dict[str, EngineSpec] = {
             budgets={
                 "smoke": {"num_samples": 50, "warmup": 50, "num_chains": 2},
                 "check": {"num_samples": 100, "warmup": 100, "num_chains": 1},
-                "quick": {"num_samples": 500, "warmup": 500, "num_chains": 4},
-                "full": {"num_samples": 1000, "warmup": 1000, "num_chains": 8},
+                "quick": {"num_samples": 500, "warmup": 500, "num_chains": 4, "chain_groups": 1},
+                "full": {"num_samples": 1000, "warmup": 1000, "num_chains": 8, "chain_groups": 1},
             },
         ),
         declare(
@@ -186,8 +187,8 @@ GENERIC_ENGINES: dict[str, EngineSpec] = {
             budgets={
                 "smoke": {"num_samples": 200, "warmup": 200, "num_chains": 2},
                 "check": {"num_samples": 1000, "warmup": 1000, "num_chains": 2},  # 2: R-hat
-                "quick": {"num_samples": 1000, "warmup": 1000, "num_chains": 2},
-                "full": {"num_samples": 5000, "warmup": 5000, "num_chains": 4},
+                "quick": {"num_samples": 1000, "warmup": 1000, "num_chains": 2, "chain_groups": 1},
+                "full": {"num_samples": 5000, "warmup": 5000, "num_chains": 4, "chain_groups": 1},
             },
         ),
         declare(
@@ -304,7 +305,8 @@ def check_options(spec: EngineSpec, options: Mapping[str, Any]) -> dict[str, Any
             raise ZooError(
                 f"unknown option {key!r} for engine {spec.name!r}{hint} (valid options: {valid})"
             )
-        if key in POSITIVE_INTS | NONNEGATIVE_INTS:
+        auto_none = value is None and defaults[key] is None  # an option left to its default
+        if key in POSITIVE_INTS | NONNEGATIVE_INTS and not auto_none:
             low = 1 if key in POSITIVE_INTS else 0
             if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
                 kind = "a positive integer" if low else "a non-negative integer"

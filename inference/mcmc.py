@@ -162,17 +162,19 @@ def sample_chains(
     superchain: int = 1,
     min_group: int = 1,
     batch: dict[str, torch.Tensor] | None = None,
+    chain_groups: int | None = None,
     **options: Any,
 ) -> Sampled:
-    """Run ``sampler`` on the model's batched log density: the chains in ``min(num_chains //
-    min_group, cores)`` lockstep groups, each seeded from the run's seed and its index, the
-    groups in forked worker processes when ``parallel`` (the same numbers either way). On a GPU
+    """Run ``sampler`` on the model's batched log density: the chains in ``chain_groups``
+    lockstep groups (None: ``min(num_chains // min_group, cores)``), each seeded from the run's
+    seed and its index, the groups in forked worker processes when ``parallel`` (the same
+    numbers either way; the layout, not the processes, fixes the numbers). On a GPU
     (``device="cuda"``) all chains are one group, every tensor of the run on the device.
     ``batch``: per-chain data (``(num_chains, *shape)`` per batched argument; see
     :class:`~inference.density.BatchedDensity`), each group taking its chains' rows."""
     s = ctx.structure
     dev = device_of(device)
-    groups = (min(num_chains // min_group, cores()) or 1) if dev.type == "cpu" else 1
+    groups = chain_layout(num_chains, min_group, chain_groups, dev)
     sizes = [num_chains // groups + (g < num_chains % groups) for g in range(groups)]
     compile_ = bool(jit) and (has_compiler() or dev.type != "cpu")
     starts = np.cumsum([0, *sizes])
@@ -220,6 +222,27 @@ def sample_chains(
     }
     stats = {k: torch.cat([p.stats[k] for p in parts]).cpu().numpy() for k in parts[0].stats}
     return Sampled(posterior, stats, theta.cpu(), parts, groups, workers)
+
+
+def chain_layout(
+    num_chains: int, min_group: int, chain_groups: int | None, device: torch.device
+) -> int:
+    """How many lockstep groups ``num_chains`` run in: ``chain_groups`` when given (at least
+    ``min_group`` chains a group), else one per core on a CPU (as many as the chains allow) and
+    one on a GPU. Fewer groups take fewer sampler steps: a step moves every chain of its group,
+    and a group ends with its slowest chain. More groups run side by side on more cores."""
+    if chain_groups is None:
+        return (min(num_chains // min_group, cores()) or 1) if device.type == "cpu" else 1
+    most = max(1, num_chains // min_group)
+    if chain_groups > most:
+        raise ZooError(
+            f"chain_groups={chain_groups} is more groups than {num_chains} chains make"
+            + (f" at {min_group} chains or more a group" if min_group > 1 else "")
+            + f"; at most {most} here"
+        )
+    if chain_groups > 1 and device.type != "cpu":
+        raise ZooError(f"on {device} every chain runs in one batch: chain_groups must be 1")
+    return chain_groups
 
 
 def failed_chains(theta: torch.Tensor | np.ndarray, diverging: np.ndarray) -> str | None:
@@ -336,13 +359,20 @@ def nuts_engine(
     backend: str = "zoo",
     parallel: bool = True,
     device: str = "cpu",
+    chain_groups: int | None = None,
 ) -> Run:
     """No-U-Turn sampler (Hoffman & Gelman 2014): trajectories end where they turn back. The
     zoo's sampler runs the chains in lockstep on the compiled batched density; ``backend=
     "pyro"`` runs Pyro's own NUTS (one chain per process), the independent check.
     ``num_chains``: 32 in lockstep; with Pyro's NUTS one per core. ``device``: where the zoo's
-    chains run (``"cuda"``: every chain in one batch on the GPU)."""
+    chains run (``"cuda"``: every chain in one batch on the GPU). ``chain_groups``: the batches
+    the chains run in (None: one per core, side by side; 1: one batch, fewest steps, where the
+    cores are busy anyway, as in a report). The layout fixes the numbers, not the cores."""
     if backend == "pyro":
+        if chain_groups is not None and chain_groups > 1:
+            raise ZooError(
+                "chain_groups applies to the zoo's samplers; Pyro's NUTS runs a chain a process"
+            )
         if device_of(device).type != "cpu":
             raise ZooError("device applies to the zoo's samplers (backend='zoo'), not Pyro's NUTS")
         num_chains = num_chains or cores()
@@ -366,6 +396,7 @@ def nuts_engine(
         jit=jit,
         parallel=parallel,
         device=device,
+        chain_groups=chain_groups,
         target_accept=target_accept,
         max_tree_depth=max_tree_depth,
     )
@@ -383,6 +414,7 @@ def chees_engine(
     dense_mass: bool | None = None,
     parallel: bool = True,
     device: str = "cpu",
+    chain_groups: int | None = None,
 ) -> Run:
     """ChEES-HMC (Hoffman, Radul & Sountsov 2021): many chains sharing one step size and one
     jittered trajectory length, both adapted in a short warmup; nested R-hat over superchains of
@@ -398,6 +430,7 @@ def chees_engine(
         jit=jit,
         parallel=parallel,
         device=device,
+        chain_groups=chain_groups,
         superchain=SUPERCHAIN,
         min_group=CHEES_GROUP,
         target_accept=target_accept,
@@ -418,6 +451,7 @@ def hmc_engine(
     max_steps: int = 100,
     parallel: bool = True,
     device: str = "cpu",
+    chain_groups: int | None = None,
 ) -> Run:
     """Static Hamiltonian Monte Carlo: a fixed integration time per draw (step size and mass
     matrix adapted in warmup; trajectory_length / step_size leapfrog steps, at most max_steps)."""
@@ -431,6 +465,7 @@ def hmc_engine(
         jit=jit,
         parallel=parallel,
         device=device,
+        chain_groups=chain_groups,
         target_accept=target_accept,
         trajectory_length=trajectory_length,
         max_steps=max_steps,
@@ -446,6 +481,7 @@ def mh_engine(
     target_accept: float = 0.234,
     parallel: bool = True,
     device: str = "cpu",
+    chain_groups: int | None = None,
 ) -> Run:
     """Random-walk Metropolis–Hastings with a diagonal proposal adapted in warmup."""
     return grouped_run(
@@ -458,6 +494,7 @@ def mh_engine(
         jit=None,
         parallel=parallel,
         device=device,
+        chain_groups=chain_groups,
         target_accept=target_accept,
     )
 

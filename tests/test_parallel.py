@@ -34,6 +34,26 @@ def test_parallel_chains_give_the_sequential_numbers(engine):
         )
 
 
+@pytest.mark.parametrize("engine", ["nuts", "chees", "mh"])
+def test_the_chain_layout_not_the_cores_fixes_the_numbers(engine, monkeypatch):
+    """``chain_groups`` given, a run gives the same draws on a machine of 1, 2 or 4 cores (the
+    report's profiles give it, so a page's numbers come again anywhere); left out, the layout
+    follows the cores."""
+    import inference.mcmc as mcmc
+
+    kw = dict(num_samples=30, warmup=30, num_chains=32 if engine == "chees" else 4, seed=7)
+    draws, layouts = [], []
+    for n in (1, 2, 4):
+        monkeypatch.setattr(mcmc, "cores", lambda n=n: n)
+        run = zoo.run("three_coin", engine, chain_groups=1, **kw)
+        assert run.diagnostics["chain_groups"] == 1
+        draws.append(run.idata.posterior["pi"].values)
+        layouts.append(zoo.run("three_coin", engine, **kw).diagnostics["chain_groups"])
+    for d in draws[1:]:
+        np.testing.assert_array_equal(d, draws[0])
+    assert layouts == ([1, 2, 2] if engine == "chees" else [1, 2, 4])
+
+
 _COMPILE_AFTER_FORK = """
 import torch
 from inference.parallel import map_indices

@@ -332,11 +332,19 @@ def _agree(run, truth, site, k=4.5):
     assert abs(row["mean"] - truth.mean[site]) <= k * mcse, (run.engine, site, row["mean"])
 
 
+@pytest.mark.parametrize("chain_groups", [None, 1], ids=["a-group-a-core", "one-batch"])
 @pytest.mark.parametrize("engine", ["nuts", "chees", "hmc"])
-def test_samplers_match_the_closed_form(engine):
+def test_samplers_match_the_closed_form(engine, chain_groups):
+    """Within Monte-Carlo error of the closed form, the chains split over the cores or in one
+    batch (the report's layout)."""
     e = zoo.get_model("normal_gamma")
     truth = e.ground_truth()
-    run = zoo.run("normal_gamma", engine, num_samples=300, warmup=300, seed=2)
+    run = zoo.run(
+        "normal_gamma", engine, num_samples=300, warmup=300, seed=shifted(2),
+        chain_groups=chain_groups,
+    )  # fmt: skip
+    if chain_groups:
+        assert run.diagnostics["chain_groups"] == chain_groups
     for site in ("mu", "tau"):
         _agree(run, truth, site)
     assert run.diagnostics["max_r_hat"] < 1.05
@@ -448,6 +456,14 @@ def test_the_samplers_on_a_gpu_match_the_closed_form(engine):
 def test_bad_sampler_options_are_refused():
     with pytest.raises(ValueError, match="'backend' must be one of"):
         zoo.run("beta_bernoulli", "nuts", backend="stan")
+    with pytest.raises(ValueError, match="'chain_groups' must be a positive integer"):
+        zoo.run("beta_bernoulli", "nuts", chain_groups=0)
+    with pytest.raises(ValueError, match="chain_groups=3 is more groups than 2 chains make"):
+        zoo.run("beta_bernoulli", "nuts", num_chains=2, chain_groups=3)
+    with pytest.raises(ValueError, match="at 16 chains or more a group; at most 2 here"):
+        zoo.run("beta_bernoulli", "chees", num_chains=32, chain_groups=3)
+    with pytest.raises(ValueError, match="Pyro's NUTS runs a chain a process"):
+        zoo.run("beta_bernoulli", "nuts", backend="pyro", chain_groups=2)
     with pytest.raises(ValueError, match="'jit' must be True, False or None"):
         zoo.run("beta_bernoulli", "chees", jit="yes")
 
