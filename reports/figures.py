@@ -149,17 +149,41 @@ def _truth_density(truth: GroundTruth | None, row: str) -> Density | None:
     return None if truth is None else truth.row_density(row)
 
 
+KDE_MESH = 2048  # most points the draws are binned onto before smoothing (see kde)
+
+
 def kde(
     x: np.ndarray, grid: np.ndarray, lower: float | None = None, upper: float | None = None
 ) -> np.ndarray:
-    """Gaussian kernel density of draws ``x`` on ``grid``, reflected at known support ends."""
-    k = stats.gaussian_kde(x)
-    y = k(grid)
+    """Gaussian kernel density of draws ``x`` on ``grid`` with Scott's bandwidth h = sd n^-1/5
+    (scipy's ``gaussian_kde``), reflected at known support ends. The draws are first binned
+    linearly onto an even mesh at most h/8 apart (:data:`KDE_MESH` points at most), which moves
+    each kernel by at most (step/h)^2/8 of its peak (0.2%), and makes the cost grid x mesh, not
+    grid x draws: 6 ms a curve at 16000 draws against scipy's 130 (the kernel densities were
+    a fifth of a report's page time)."""
+    x = np.asarray(x, dtype=float)
+    h = float(np.std(x, ddof=1)) * x.size**-0.2 if x.size > 1 else 0.0
+    if not np.isfinite(h) or h <= 0:
+        raise ValueError("a kernel density needs draws that vary")
+    lo, hi = float(x.min()), float(x.max())
+    m = int(min(KDE_MESH, max(2, np.ceil(8 * (hi - lo) / h) + 1)))
+    step = (hi - lo) / (m - 1) if hi > lo else 1.0
+    pos = (x - lo) / step
+    i = np.clip(np.floor(pos).astype(int), 0, m - 2)
+    frac = pos - i
+    weight = np.bincount(i, 1 - frac, minlength=m) + np.bincount(i + 1, frac, minlength=m)
+    used = weight > 0
+    mesh, weight = lo + step * np.flatnonzero(used), weight[used]
+
+    def at(q: np.ndarray) -> np.ndarray:
+        return np.exp(-0.5 * ((q[:, None] - mesh[None, :]) / h) ** 2) @ weight
+
+    y = at(grid)
     if lower is not None:
-        y += k(2 * lower - grid)
+        y += at(2 * lower - grid)
     if upper is not None:
-        y += k(2 * upper - grid)
-    return y
+        y += at(2 * upper - grid)
+    return y / (x.size * h * np.sqrt(2 * np.pi))
 
 
 def density_figure(cmp: Comparison, row: str, colors: dict[str, str]) -> FigureImage:

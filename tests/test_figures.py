@@ -156,8 +156,40 @@ def test_ppc_left_out_where_the_model_cannot_be_replayed(cmp: zoo.Comparison) ->
     assert F.ppc_figure(unregistered, F.engine_colors(cmp.runs)) is None
 
 
+@pytest.mark.parametrize(
+    "draw, lower, upper",
+    [
+        (lambda rng: rng.normal(size=16000), None, None),
+        (lambda rng: rng.gamma(1.5, size=2400), 0.0, None),
+        (lambda rng: rng.beta(0.7, 3.0, size=4000), 0.0, 1.0),
+        (lambda rng: rng.standard_cauchy(3000), None, None),  # a mesh at its cap: coarser
+    ],
+    ids=["normal", "gamma-reflected", "beta-reflected-twice", "cauchy"],
+)
+def test_kde_is_scipys_gaussian_kde_to_the_binning_bound(draw, lower, upper) -> None:
+    """The figures' kernel density bins the draws linearly onto a mesh before smoothing: moving
+    a draw's unit mass onto the two mesh points around it changes each Gaussian kernel by at
+    most step^2 / 8 * max|K''| = step^2 / (8 h^3 sqrt(2 pi)), so the density, a mean of
+    kernels (three with both reflections), by at most three times that, for any draws."""
+    x = draw(np.random.default_rng(shifted(3)))
+    grid = np.linspace(np.quantile(x, 0.002) - 0.5, np.quantile(x, 0.998) + 0.5, 256)
+    grid = grid[(grid >= (lower if lower is not None else -np.inf)) & (grid <= (upper or np.inf))]
+    k = stats.gaussian_kde(x)
+    theirs = k(grid)
+    for end in (lower, upper):
+        if end is not None:
+            theirs += k(2 * end - grid)
+    h = x.std(ddof=1) * x.size**-0.2
+    m = min(F.KDE_MESH, max(2, int(np.ceil(8 * np.ptp(x) / h)) + 1))
+    step = np.ptp(x) / (m - 1)
+    bound = 3 * step**2 / (8 * h**3 * np.sqrt(2 * np.pi))
+    assert np.max(np.abs(F.kde(x, grid, lower, upper) - theirs)) <= bound * (1 + 1e-6) + 1e-12
+    with pytest.raises(ValueError, match="vary"):
+        F.kde(np.full(10, 2.0), grid)
+
+
 def test_binned_kde_matches_scipy() -> None:
-    x = np.random.default_rng(0).normal(size=400)
+    x = np.random.default_rng(shifted(0)).normal(size=400)
     grid = np.linspace(-4, 4, 256)
     width = F._scott(x)
     ours = F.binned_kde(x, grid, width)
