@@ -72,6 +72,15 @@ COMPILE_RUN_AFTER_S = 10.0
 # code wins: logistic_regression's ChEES 13.1 s against 17.8 with the cache warm, 21.1 against
 # 23.5 with it empty.
 VECTORISE_FROM = 16
+# ... and only where the compiled run would save more than the compile costs. A compile's cost
+# grows with the graph: COMPILE_S + COMPILE_S_PER_NODE a node of the density's graph, and the
+# compiled run goes at COMPILED_PACE of the traced one's. Fitted to the quick report's 56
+# sampler cells run both ways on a 2-core machine with inductor's cache empty (hmm's NUTS: its
+# 2365-node graph compiled in 54.6 s for a 64.5 s cell, 28.1 s traced; linear_regression's
+# 187 nodes in 6.3 s for 17.4 s, 40.6 s traced): the cells took 662 s against 776 when all
+# compiled (636 choosing each cell's faster form by hindsight). A warm cache compiles about
+# five times faster, so there the rule leaves some runs traced that would gain.
+COMPILE_S, COMPILE_S_PER_NODE, COMPILED_PACE = 2.0, 0.015, 0.35
 BARE_COMPILE_AFTER = 300  # compiled mode: density calls outside a fused step before it compiles
 # ZOO_AUTO_COMPILE=0 keeps runs with jit=None on the traced graph (jit=True still compiles). The
 # test suite sets it: on a fresh machine, with inductor's cache cold, a model's first compile
@@ -365,8 +374,9 @@ class BatchedDensity:
         (at least 10 iterations) is done and again each time the iterations done double, the
         traced graph is compiled when the time its calls took, projected over the whole run,
         exceeds :data:`COMPILE_AFTER_S`, or the rest of the run at its pace so far would take
-        more than :data:`COMPILE_RUN_AFTER_S`. Asked again because the pace changes: NUTS's
-        trees grow as warmup shrinks the step size."""
+        more than :data:`COMPILE_RUN_AFTER_S`, and in either case only if the rest of the run
+        compiled would save more than the compile costs (:meth:`compile_cost_s`). Asked again
+        because the pace changes: NUTS's trees grow as warmup shrinks the step size."""
         if not self.auto_compile or self.mode != "traced" or self._graph is None:
             return
         done = iteration + 1
@@ -374,8 +384,17 @@ class BatchedDensity:
             return
         self._next_check = 2 * done
         rest = (time.perf_counter() - self._started) / done * (total - done)
+        calls_ahead = self._spent / done * (total - done)
         if self._spent / done * total > COMPILE_AFTER_S or rest > COMPILE_RUN_AFTER_S:
-            self.mode, self._fn = self._to_compiled(self._graph)
+            saved = max(rest, calls_ahead) * (1 - COMPILED_PACE)
+            if saved > self.compile_cost_s():
+                self.mode, self._fn = self._to_compiled(self._graph)
+
+    def compile_cost_s(self) -> float:
+        """The seconds a compile of this density's sampler step is expected to take with
+        inductor's cache empty (see :data:`COMPILE_S_PER_NODE`)."""
+        nodes = len(self._graph.graph.nodes) if isinstance(self._graph, torch.fx.GraphModule) else 0
+        return COMPILE_S + COMPILE_S_PER_NODE * nodes
 
     def _check(self, fn: Fn, probe: torch.Tensor, *, reference: Fn, fresh: bool = False) -> None:
         """``fn`` equals ``reference`` at the probe and (``fresh``) at points it was not traced

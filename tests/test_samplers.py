@@ -186,6 +186,33 @@ def test_auto_compile_follows_the_pace_of_the_whole_run(monkeypatch):
         assert d._spent == 0.0 and bool(compiled) is want, pace
 
 
+def test_auto_compile_weighs_the_compile_against_what_it_saves(monkeypatch):
+    """Past either rule, a run compiles only where the rest of it, at the compiled pace, saves
+    more than the compile is expected to cost: 49 s to go traced save 31.9 s compiled, worth a
+    20 s compile, not a 40 s one (hmm's NUTS: a 54.6 s compile for a run of 28 s traced). The
+    expected cost grows with the density's graph."""
+    e = zoo.get_model("beta_bernoulli")
+    d = batched_density(e.model, e.load_data(), e.structure, 2)
+    clock = [0.0]
+    compiled: list[int] = []
+    monkeypatch.setattr(density_module, "time", SimpleNamespace(perf_counter=lambda: clock[0]))
+    monkeypatch.setattr(d, "_to_compiled", lambda graph: compiled.append(1) or ("compiled", d._fn))
+    monkeypatch.setattr(d, "mode", "traced")
+    monkeypatch.setenv(density_module.AUTO_COMPILE_ENV, "1")
+    for cost, want in ((40.0, False), (20.0, True)):
+        monkeypatch.setattr(d, "compile_cost_s", lambda cost=cost: cost)
+        compiled.clear()
+        d.start_run(auto_compile=True)
+        for it in range(20):
+            clock[0] += 0.05  # 49 s to go at this pace
+            d.tick(it, 1000)
+        assert bool(compiled) is want, cost
+    small = batched_density(e.model, e.load_data(), e.structure, 3)
+    big = zoo.get_model("hmm")
+    large = batched_density(big.model, big.load_data(), big.structure, 3)
+    assert density_module.COMPILE_S < small.compile_cost_s() < large.compile_cost_s()
+
+
 def test_a_graph_right_only_where_it_was_traced_is_refused_at_fresh_points():
     """What a frozen Python branch looks like: a form that equals the eager density at the
     tracing point and is off by one nat elsewhere. The check at the probe alone passes it; the
