@@ -98,7 +98,9 @@ def assess(run: Run) -> Assessment:
         flags.append("caveat")
     rhat = d.get("max_r_hat")
     if _finite(rhat) and float(rhat) > MAX_R_HAT:
-        reasons.append(f"R\u0302 {float(rhat):.2f} > {MAX_R_HAT}: the chains disagree")
+        # three decimals near the bound: 1.0105 read "1.01 > 1.01"
+        shown = f"{float(rhat):.3f}" if float(rhat) < 1.1 else f"{float(rhat):.2f}"
+        reasons.append(f"R\u0302 {shown} > {MAX_R_HAT}: the chains disagree")
         flags.append("r_hat")
     ess = d.get("min_ess_bulk")
     if _finite(ess) and float(ess) < MIN_ESS:

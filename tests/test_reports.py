@@ -594,6 +594,8 @@ def test_a_status_is_ok_only_where_the_runs_diagnostics_pass() -> None:
     mh = assess(diag_run("mh", max_r_hat=1.87, min_ess_bulk=3.0, divergences=0))
     assert mh.status == "unreliable" and mh.flags == ("r_hat", "ess")
     assert "R\u0302 1.87 > 1.01" in mh.caveat and "min bulk ESS 3 < 100" in mh.caveat
+    near = assess(diag_run(max_r_hat=1.0106, min_ess_bulk=900.0, divergences=0))
+    assert "R\u0302 1.011 > 1.01" in near.caveat  # not "1.01 > 1.01"
     div = assess(diag_run(max_r_hat=1.0, min_ess_bulk=900.0, divergences=1))
     assert div.flags == ("divergences",) and "1 divergent transition:" in div.caveat
     svi = assess(diag_run("svi_meanfield", pareto_k=1.63))
