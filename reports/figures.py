@@ -167,7 +167,7 @@ def kde(
         raise ValueError("a kernel density needs draws that vary")
     lo, hi = float(x.min()), float(x.max())
     m = int(min(KDE_MESH, max(2, np.ceil(8 * (hi - lo) / h) + 1)))
-    step = (hi - lo) / (m - 1) if hi > lo else 1.0
+    step = (hi - lo) / (m - 1)  # hi > lo: the draws vary
     pos = (x - lo) / step
     i = np.clip(np.floor(pos).astype(int), 0, m - 2)
     frac = pos - i

@@ -166,9 +166,9 @@ def test_auto_compile_asks_again_as_the_pace_changes(monkeypatch):
     assert d.mode == "compiled"
 
 
-def test_auto_compile_follows_the_pace_of_the_whole_run(monkeypatch):
-    """The second rule: density calls that cost nothing, but iterations (the sampler's own eager
-    steps) slow enough that the rest of the run would take over COMPILE_RUN_AFTER_S."""
+def _on_a_clock(monkeypatch):
+    """beta_bernoulli's density in traced mode with automatic compiling on, a clock the test
+    moves by hand, and a list that records each compile instead of making it."""
     e = zoo.get_model("beta_bernoulli")
     d = batched_density(e.model, e.load_data(), e.structure, 2)
     clock = [0.0]
@@ -177,6 +177,13 @@ def test_auto_compile_follows_the_pace_of_the_whole_run(monkeypatch):
     monkeypatch.setattr(d, "_to_compiled", lambda graph: compiled.append(1) or ("compiled", d._fn))
     monkeypatch.setattr(d, "mode", "traced")
     monkeypatch.setenv(density_module.AUTO_COMPILE_ENV, "1")
+    return d, clock, compiled
+
+
+def test_auto_compile_follows_the_pace_of_the_whole_run(monkeypatch):
+    """The second rule: density calls that cost nothing, but iterations (the sampler's own eager
+    steps) slow enough that the rest of the run would take over COMPILE_RUN_AFTER_S."""
+    d, clock, compiled = _on_a_clock(monkeypatch)
     for pace, want in ((0.005, False), (0.05, True)):  # s an iteration: 4.9 s or 49 s to go
         compiled.clear()
         d.start_run(auto_compile=True)
@@ -191,14 +198,7 @@ def test_auto_compile_weighs_the_compile_against_what_it_saves(monkeypatch):
     more than the compile is expected to cost: 49 s to go traced save 31.9 s compiled, worth a
     20 s compile, not a 40 s one (hmm's NUTS: a 54.6 s compile for a run of 28 s traced). The
     expected cost grows with the density's graph."""
-    e = zoo.get_model("beta_bernoulli")
-    d = batched_density(e.model, e.load_data(), e.structure, 2)
-    clock = [0.0]
-    compiled: list[int] = []
-    monkeypatch.setattr(density_module, "time", SimpleNamespace(perf_counter=lambda: clock[0]))
-    monkeypatch.setattr(d, "_to_compiled", lambda graph: compiled.append(1) or ("compiled", d._fn))
-    monkeypatch.setattr(d, "mode", "traced")
-    monkeypatch.setenv(density_module.AUTO_COMPILE_ENV, "1")
+    d, clock, compiled = _on_a_clock(monkeypatch)
     for cost, want in ((40.0, False), (20.0, True)):
         monkeypatch.setattr(d, "compile_cost_s", lambda cost=cost: cost)
         compiled.clear()
@@ -207,6 +207,7 @@ def test_auto_compile_weighs_the_compile_against_what_it_saves(monkeypatch):
             clock[0] += 0.05  # 49 s to go at this pace
             d.tick(it, 1000)
         assert bool(compiled) is want, cost
+    e = zoo.get_model("beta_bernoulli")
     small = batched_density(e.model, e.load_data(), e.structure, 3)
     big = zoo.get_model("hmm")
     large = batched_density(big.model, big.load_data(), big.structure, 3)
