@@ -368,8 +368,13 @@ class BatchedDensity:
         unless the environment turns automatic compiling off (:data:`AUTO_COMPILE_ENV`)."""
         allowed = os.environ.get(AUTO_COMPILE_ENV, "1").strip().lower() not in ("0", "false", "no")
         self.auto_compile = auto_compile and allowed
-        self._spent, self._next_check, self._started = 0.0, 0, time.perf_counter()
+        self.restart_pace()
         self.compile_s = 0.0  # seconds this run spent tracing and compiling (a warm cache: few)
+
+    def restart_pace(self) -> None:
+        """The run's pace is measured afresh from here, and :meth:`tick` counts iterations from
+        here: for a sampler whose first iterations say little about the rest (ChEES)."""
+        self._spent, self._next_check, self._started = 0.0, 0, time.perf_counter()
 
     def tick(self, iteration: int, total: int) -> None:
         """Called by a sampler after each iteration. With ``auto_compile``, once 2% of the run

@@ -583,6 +583,39 @@ def test_chees_adapts_a_short_trajectory_on_a_gaussian():
     assert float((x.var(0) - 1).abs().max()) < 5 * np.sqrt(2 / ess)
 
 
+def test_chees_weighs_its_compile_on_the_pace_of_its_draws(monkeypatch):
+    """ChEES asks the density whether to compile only while it draws, the pace measured from
+    the end of warmup: its warmup's first iterations, before the metric settles, cost several
+    times the draws. The density's pace restarts where the sampler says."""
+    events: list[object] = []
+
+    class Recording:
+        def __call__(self, q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            return -0.5 * (q * q).sum(-1), -q
+
+        def restart_pace(self) -> None:
+            events.append("restart")
+
+        def tick(self, iteration: int, total: int) -> None:
+            events.append((iteration, total))
+
+    gen = torch.Generator().manual_seed(shifted(0))
+    q = torch.randn(8, 2, generator=gen, dtype=torch.float64)
+    samplers.chees(Recording(), q, num_samples=30, warmup=40, gen=gen)
+    assert events == ["restart", *((i, 30) for i in range(30))]
+
+    d, clock, compiled = _on_a_clock(monkeypatch)
+    d.start_run(auto_compile=True)
+    for it in range(9):  # a second an iteration, before the first check: 990 s to go
+        clock[0] += 1.0
+        d.tick(it, 1000)
+    d.restart_pace()
+    for it in range(20):  # then 5 ms an iteration: 5 s to go, not worth a compile
+        clock[0] += 0.005
+        d.tick(it, 1000)
+    assert not compiled
+
+
 def _normal_with_a_trap(q):
     """log [N(q; 0, I) + exp(-60) N(q; c, 0.1^2 I)] up to a constant, c = (30, 30): a basin of
     no mass (its peak 60 nats below the mode, 840 nats of wall around it) that a chain started
