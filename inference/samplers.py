@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -337,6 +337,32 @@ ASYNC_STATE = (
     "cq", "cp", "cg", "clp", "s_logw", "s_sum", "sq", "slp", "sg", "s_turn", "s_div",
     "p_ck", "sum_ck", "sum_acc", "n_leaves", "diverging",
 )  # fmt: skip
+# ... held between steps as five tensors, one per shape and dtype: a compiled step's call costs
+# per tensor passed in and out (inductor's wrapper checks each input's strides and allocates
+# each output, AOT autograd's runtime wrapper visits each), and 36 tensors cost more than the
+# step's own kernels (probabilistic_pca's NUTS: about 550 us a step, the kernels 145)
+ASYNC_GROUPS = (
+    ("q", "g", "lq", "lpm", "lg", "rq", "rpm", "rg", "pq", "pg", "p_sum",
+     "cq", "cp", "cg", "s_sum", "sq", "sg"),  # (chains, D)
+    ("lp", "h0", "llp", "rlp", "plp", "log_w", "clp", "s_logw", "slp", "sum_acc", "n_leaves"),
+    ("depth", "n"),  # long (chains,)
+    ("right_way", "s_turn", "s_div", "diverging"),  # bool (chains,)
+    ("p_ck", "sum_ck"),  # (max_depth, chains, D)
+)  # fmt: skip
+assert sorted(sum(ASYNC_GROUPS, ())) == sorted(ASYNC_STATE)
+
+
+def _unpack(groups: Sequence[torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The packed state (:data:`ASYNC_GROUPS`) as one tensor a name (views)."""
+    return {
+        name: t for names, g in zip(ASYNC_GROUPS, groups, strict=True)
+        for name, t in zip(names, g.unbind(0), strict=True)
+    }  # fmt: skip
+
+
+def _pack(st: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
+    """The state as :data:`ASYNC_GROUPS`' five tensors."""
+    return tuple(torch.stack([st[name] for name in names]) for names in ASYNC_GROUPS)
 
 
 def _new_trees(
@@ -387,8 +413,8 @@ def _nuts_async_step(density: Density, *args: torch.Tensor) -> tuple[torch.Tenso
     every density call advances every active chain. Branch-free, so it runs as one fused graph.
     Returns the new state, then per chain: whether it emitted a draw, and the draw's
     statistics (acceptance, divergence, depth, leapfrog steps, energy)."""
-    k = len(ASYNC_STATE)
-    st = dict(zip(ASYNC_STATE, args[:k], strict=True))
+    k = len(ASYNC_GROUPS)
+    st = _unpack(args[:k])
     eps, inv_mass, active, u, coin_merge, coin_dir, p_new, write_tab, check_tab = args[k:]
     max_depth = write_tab.shape[1]
     n = st["n"].clamp(max=write_tab.shape[0] - 1)
@@ -448,7 +474,7 @@ def _nuts_async_step(density: Density, *args: torch.Tensor) -> tuple[torch.Tenso
     _new_trees(st, tree_done, p_new, inv_mass)
     st["n"] = st["n"] + 1
     _new_subtrees(st, sub_done, coin_dir)
-    return (*(st[x] for x in ASYNC_STATE), tree_done, *emitted)
+    return (*_pack(st), tree_done, *emitted)
 
 
 class PerChainAdaptation:
@@ -504,12 +530,16 @@ def nuts_sample(
     st["p_ck"] = torch.zeros(max_tree_depth, B, D, dtype=dtype)
     st["sum_ck"] = torch.zeros(max_tree_depth, B, D, dtype=dtype)
 
+    began = [False]  # whether begin() changed st since it was last packed
+
     def begin(rows: torch.Tensor, inv_mass: torch.Tensor) -> None:  # momenta under inv_mass
         p0 = torch.randn(B, D, generator=gen, dtype=dtype) / inv_mass.sqrt()
         _new_trees(st, rows, p0, inv_mass)
         _new_subtrees(st, rows, torch.rand(B, generator=gen, dtype=dtype))
+        began[0] = True
 
     begin(torch.ones(B, dtype=torch.bool), inv_mass)
+    packed = _pack(st)
     adapt = PerChainAdaptation(step, warmup, target_accept, D) if warmup else None
     step_fn = Step(density, _nuts_async_step)
     total = warmup + num_samples
@@ -527,15 +557,15 @@ def nuts_sample(
             break
         rand = torch.rand(3, B, generator=gen, dtype=dtype)
         p_new = torch.randn(B, D, generator=gen, dtype=dtype) / inv_mass.sqrt()
-        state = tuple(st[x] for x in ASYNC_STATE)
-        out = step_fn(*state, step[:, None], inv_mass, active, *rand, p_new, *tables)
+        out = step_fn(*packed, step[:, None], inv_mass, active, *rand, p_new, *tables)
         calls += 1
         # a compiled step's outputs may come back with other strides than it was traced with
-        st = {x: t.contiguous() for x, t in zip(ASYNC_STATE, out, strict=False)}
-        k = len(ASYNC_STATE)
+        k = len(ASYNC_GROUPS)
+        packed = tuple(t.contiguous() for t in out[:k])
         done, emitted = out[k] & active, out[k + 1 :]
         if not done.any():
             continue
+        st = _unpack(packed)
         it = count
         warm = done & (it < warmup)
         if adapt is not None and warm.any():
@@ -543,6 +573,8 @@ def nuts_sample(
                 adapt, warm, it, st, emitted[0], density, inv_mass, gen, begin
             )
             calls += c
+            if began[0]:  # a window's end restarted some chains' trees
+                packed, began[0] = _pack(st), False
             final = warm & (it + 1 == warmup)  # warmup's end: the dual average's step size
             step = torch.where(final, adapt.da.final, adapt.da.log_step.exp())
             adapt.da.restart(step, final)  # done adapting: log_step holds the final step
