@@ -183,6 +183,8 @@ class BatchedDensity:
         self._traced: Fn = self._loop  # the graph as run uncompiled (TorchScript or FX)
         self._fused: dict[tuple[Any, ...], Callable[..., Any] | None] = {}
         self._bare_calls, self._bare_compiled = 0, False
+        self._points: dict[str, Any] = {}  # the check points (see _check)
+        self._eager_values: dict[int, tuple[torch.Tensor, Any]] = {}
         with on_device(device):  # the model's own constants, traced into the graph
             self.mode, self._fn = self._build(compile)
         self.start_run(auto_compile=False)  # see tick()
@@ -247,11 +249,11 @@ class BatchedDensity:
         return fn
 
     def _build(self, compile: bool) -> tuple[str, Fn]:
-        probe = self.random_points(self.generator(0), scale=1.0)
+        probe = self._probe()
         eager = self._vmapped()
         try:
             with _functional():
-                self._check(eager, probe, reference=self._loop)
+                self._check(self._eager_at, probe, reference=self._loop)
         except Exception as e:  # noqa: BLE001 - any failure means: not vmappable
             self.reasons["vmap"] = one_line(e)
             return "loop", self._loop
@@ -263,7 +265,7 @@ class BatchedDensity:
             graph.graph.eliminate_dead_code()
             graph.recompile()
             self._graph = graph
-            self._check(graph, probe, reference=eager, fresh=True)
+            self._check(graph, probe, reference=self._eager_at, fresh=True)
         except Exception as e:  # noqa: BLE001
             self.reasons["traced"] = one_line(e)
             return "vmap", eager
@@ -318,9 +320,9 @@ class BatchedDensity:
             self.reasons["compiled"] = "no C compiler found"
             return "traced", self._traced
         try:
-            probe = self.random_points(self.generator(0), scale=1.0)
+            probe = self._probe()
             compiled = _inductor(graph, [probe], rows=self.chains)
-            self._check(compiled, probe, reference=self._vmapped(), fresh=True)
+            self._check(compiled, probe, reference=self._eager_at, fresh=True)
         except Exception as e:  # noqa: BLE001
             self.reasons["compiled"] = one_line(e)
             return "traced", self._traced
@@ -406,10 +408,7 @@ class BatchedDensity:
     def _check(self, fn: Fn, probe: torch.Tensor, *, reference: Fn, fresh: bool = False) -> None:
         """``fn`` equals ``reference`` at the probe and (``fresh``) at points it was not traced
         at; raises ValueError saying where they differ."""
-        points = [probe]
-        if fresh:
-            g = self.generator(1)
-            points += [self.random_points(g, scale=2.0), self.random_points(g, scale=0.3)]
+        points = [probe, *self._fresh_points()] if fresh else [probe]
         for x in points:
             with _functional():
                 v1, g1 = fn(x)
@@ -420,6 +419,30 @@ class BatchedDensity:
                     "its values differ from the eager density's at a fresh point (a Python "
                     "branch on a sampled value?)"
                 )
+
+    def _probe(self) -> torch.Tensor:
+        """The point each form is traced and first checked at (made once)."""
+        if "probe" not in self._points:
+            self._points["probe"] = self.random_points(self.generator(0), scale=1.0)
+        return self._points["probe"]
+
+    def _fresh_points(self) -> list[torch.Tensor]:
+        """Two points no form was traced at, far out and near the origin (made once)."""
+        if "fresh" not in self._points:
+            g = self.generator(1)
+            self._points["fresh"] = [
+                self.random_points(g, scale=2.0),
+                self.random_points(g, scale=0.3),
+            ]
+        return self._points["fresh"]
+
+    def _eager_at(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The eager vmapped density at a check point, computed once a point (the point is
+        kept, so its id stays its own): the reference of every form's check, and half a second a
+        call on naive_bayes."""
+        if id(x) not in self._eager_values:
+            self._eager_values[id(x)] = (x, self._vmapped()(x))
+        return self._eager_values[id(x)][1]
 
     def generator(self, seed: int) -> torch.Generator:
         """A random generator on the density's device, seeded."""
