@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+import torch
 from seeding import shifted
 
 import zoo
@@ -91,7 +92,6 @@ def test_vectorised_helpers_equal_the_per_draw_ones(name):
     """The plate-over-draws versions of log p(y, theta) (discrete sites summed out) and of the
     MAP assignment give the same numbers as one draw at a time."""
     import pyro
-    import torch
 
     from inference.contraction import log_joint_batch
     from inference.discrete import _draw_batch, _draw_each, log_joint
@@ -251,3 +251,34 @@ def test_a_model_the_jit_elbo_gets_wrong_falls_back_to_the_plain_one(registry):
     run = zoo.run("frozen_guide", "svi", num_steps=50, num_samples=100)
     assert run.ok and run.diagnostics["jit"] is False
     assert run.diagnostics["jit_fallback"].startswith("its loss differs from the plain ELBO's")
+
+
+def test_one_adam_moves_parameters_as_pyros_clipped_adam_does():
+    """The SVI loop's optimiser (one torch call a step) against Pyro's ClippedAdam (an optimiser
+    a parameter), on the same gradients, some past the clip: a parameter that joins at the
+    third step and one that sits out the fifth end where Pyro's do, to the last bit."""
+    from pyro.optim import ClippedAdam
+
+    from inference.optim import OneAdam
+
+    g = torch.Generator().manual_seed(shifted(3))
+    start = [
+        torch.randn(3, generator=g),
+        torch.randn(2, 2, generator=g),
+        torch.randn(4, generator=g),
+    ]
+    ours = [p.clone().requires_grad_() for p in start]
+    theirs = [p.clone().requires_grad_() for p in start]
+    one, pyros = OneAdam(0.1, lrd=0.9), ClippedAdam({"lr": 0.1, "lrd": 0.9})
+    for step in range(8):
+        present = [i for i in range(3) if (i < 2 or step >= 2) and not (i == 1 and step == 4)]
+        for i in present:
+            grad = 30 * torch.randn(start[i].shape, generator=g)
+            ours[i].grad, theirs[i].grad = grad.clone(), grad.clone()
+        one({ours[i] for i in present})
+        pyros({theirs[i] for i in present})
+        for i in present:
+            theirs[i].grad = None
+    for a, b in zip(ours, theirs, strict=True):
+        assert torch.equal(a, b)
+    assert not torch.equal(ours[2], start[2])
