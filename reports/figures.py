@@ -1289,6 +1289,10 @@ def ppc_figure(cmp: Comparison, colors: Mapping[str, str]) -> FigureImage | None
 
 # --------------------------------------------------------------------------- LOO / WAIC
 MIN_LOO_DRAWS = 20  # a run with fewer posterior draws gets no LOO
+# ... and a run with more than this many is thinned evenly for LOO and WAIC (every k-th draw of
+# each chain): PSIS is fitted observation by observation, its cost in proportion to the draws,
+# and a ChEES run of the quick profile (32 x 500 draws) took most of a page's LOO time
+MAX_LOO_DRAWS = 4000
 
 
 def _pointwise_idata(run: Run) -> Any:
@@ -1338,8 +1342,12 @@ def loo_comparison(cmp: Comparison) -> dict[str, Any] | None:
         ll = run.idata.log_likelihood
         if ll.sizes.get("chain", 0) * ll.sizes.get("draw", 0) < MIN_LOO_DRAWS:
             continue
+        draws = ll.sizes["chain"] * ll.sizes["draw"]
+        every = -(-draws // MAX_LOO_DRAWS)
         try:
             idata = _pointwise_idata(run)
+            if every > 1:
+                idata = idata.isel(draw=slice(None, None, every))
             with _quiet(), warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 loo = az.loo(idata, pointwise=True)
@@ -1358,6 +1366,8 @@ def loo_comparison(cmp: Comparison) -> dict[str, Any] | None:
             "k_max": float(np.nanmax(k)) if k.size else float("nan"),
             "good_k": good_k,
             "variables": list(run.idata.log_likelihood.data_vars),
+            "draws": draws,
+            "every": every,  # 1: all draws; k: every k-th draw of each chain
         }
     if not elpd:
         return None
@@ -1394,7 +1404,18 @@ def loo_comparison(cmp: Comparison) -> dict[str, Any] | None:
                 + f": LOO unreliable for {engine}"
             )
     observed = sorted({v for e in extra.values() for v in e["variables"]})
-    return {"rows": rows, "warnings": warns, "observed": observed}
+    thinned = [
+        f"{engine}: one draw in {e['every']} of its {e['draws']}"
+        for engine, e in extra.items()
+        if e["every"] > 1
+    ]
+    return {
+        "rows": rows,
+        "warnings": warns,
+        "observed": observed,
+        "thinned": thinned,
+        "max_draws": MAX_LOO_DRAWS,
+    }
 
 
 # --------------------------------------------------------------------------- rendered math

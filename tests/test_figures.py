@@ -226,6 +226,25 @@ def test_loo_table_equals_arviz_loo_on_the_same_idata(cmp: zoo.Comparison) -> No
     assert loo["observed"] == ["y"]
 
 
+def test_loo_thins_a_run_of_many_draws_evenly(cmp: zoo.Comparison, monkeypatch) -> None:
+    """A run of more than MAX_LOO_DRAWS draws gets LOO and WAIC on one draw in k of each chain
+    (PSIS costs in proportion to the draws), and the page says so: the same numbers as ArviZ's
+    on that thinned InferenceData."""
+    run = cmp.runs["svi"]
+    draws = run.idata.log_likelihood.sizes["chain"] * run.idata.log_likelihood.sizes["draw"]
+    monkeypatch.setattr(F, "MAX_LOO_DRAWS", draws // 3)
+    loo = F.loo_comparison(cmp)
+    row = next(r for r in loo["rows"] if r["engine"] == "svi")
+    every = -(-draws // (draws // 3))
+    assert row["every"] == every >= 3 and row["draws"] == draws
+    assert f"svi: one draw in {every} of its {draws}" in loo["thinned"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ref = arviz().loo(run.idata.isel(draw=slice(None, None, every)), pointwise=True)
+    assert row["elpd_loo"] == pytest.approx(float(ref.elpd_loo))
+    assert row["se"] == pytest.approx(float(ref.se))
+
+
 def test_loo_warns_in_words_about_pareto_k(cmp: zoo.Comparison) -> None:
     run = cmp.runs["svi"]
     ll = run.idata.log_likelihood["y"].values.copy()
