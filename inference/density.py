@@ -79,9 +79,10 @@ VECTORISE_FROM = 16
 # 2365-node graph compiled in 54.6 s for a 64.5 s cell, 28.1 s traced; linear_regression's
 # 187 nodes in 6.3 s for 17.4 s, 40.6 s traced): all compiled, they took 776 s; each in its
 # faster form, 636. In the next cold report 7 cells stayed traced and the samplers' cells took
-# 808 s against 869; ChEES's still compile where traced is faster (naive_bayes: 31.5 s
-# against 13.1), its early warmup iterations being the slowest. A warm cache compiles about
-# five times faster, so there the rule leaves some runs traced that would gain.
+# 808 s against 869; ChEES, whose early warmup iterations are its slowest, now asks from the
+# end of warmup (samplers.chees), and no ChEES cell of that report compiles (169 s -> 118).
+# A warm cache compiles about five times faster, so there the rule leaves some runs traced
+# that would gain.
 COMPILE_S, COMPILE_S_PER_NODE, COMPILED_PACE = 2.0, 0.015, 0.35
 BARE_COMPILE_AFTER = 300  # compiled mode: density calls outside a fused step before it compiles
 # ZOO_AUTO_COMPILE=0 keeps runs with jit=None on the traced graph (jit=True still compiles). The
