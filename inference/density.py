@@ -184,7 +184,11 @@ class BatchedDensity:
         self._traced: Fn = self._loop  # the graph as run uncompiled (TorchScript or FX)
         self._fused: dict[tuple[Any, ...], Callable[..., Any] | None] = {}
         self._bare_calls, self._bare_compiled = 0, False
-        self._points: dict[str, Any] = {}  # the check points (see _check)
+        # the check points, made once: the probe each form is traced and first checked at, and
+        # two no form was traced at, far out and near the origin (see _check)
+        self._probe = self.random_points(self.generator(0), scale=1.0)
+        g = self.generator(1)
+        self._fresh = [self.random_points(g, scale=2.0), self.random_points(g, scale=0.3)]
         self._eager_values: dict[int, tuple[torch.Tensor, Any]] = {}
         with on_device(device):  # the model's own constants, traced into the graph
             self.mode, self._fn = self._build(compile)
@@ -250,7 +254,7 @@ class BatchedDensity:
         return fn
 
     def _build(self, compile: bool) -> tuple[str, Fn]:
-        probe = self._probe()
+        probe = self._probe
         eager = self._vmapped()
         try:
             with _functional():
@@ -321,7 +325,7 @@ class BatchedDensity:
             self.reasons["compiled"] = "no C compiler found"
             return "traced", self._traced
         try:
-            probe = self._probe()
+            probe = self._probe
             compiled = _inductor(graph, [probe], rows=self.chains)
             self._check(compiled, probe, reference=self._eager_at, fresh=True)
         except Exception as e:  # noqa: BLE001
@@ -409,7 +413,7 @@ class BatchedDensity:
     def _check(self, fn: Fn, probe: torch.Tensor, *, reference: Fn, fresh: bool = False) -> None:
         """``fn`` equals ``reference`` at the probe and (``fresh``) at points it was not traced
         at; raises ValueError saying where they differ."""
-        points = [probe, *self._fresh_points()] if fresh else [probe]
+        points = [probe, *self._fresh] if fresh else [probe]
         for x in points:
             with _functional():
                 v1, g1 = fn(x)
@@ -420,22 +424,6 @@ class BatchedDensity:
                     "its values differ from the eager density's at a fresh point (a Python "
                     "branch on a sampled value?)"
                 )
-
-    def _probe(self) -> torch.Tensor:
-        """The point each form is traced and first checked at (made once)."""
-        if "probe" not in self._points:
-            self._points["probe"] = self.random_points(self.generator(0), scale=1.0)
-        return self._points["probe"]
-
-    def _fresh_points(self) -> list[torch.Tensor]:
-        """Two points no form was traced at, far out and near the origin (made once)."""
-        if "fresh" not in self._points:
-            g = self.generator(1)
-            self._points["fresh"] = [
-                self.random_points(g, scale=2.0),
-                self.random_points(g, scale=0.3),
-            ]
-        return self._points["fresh"]
 
     def _eager_at(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The eager vmapped density at a check point, computed once a point (the point is

@@ -133,16 +133,17 @@ class OneAdam:
     this one, to the same numbers."""
 
     def __init__(self, lr: float, lrd: float) -> None:
-        self.lr = lr
-        self.optimizer = ClippedAdam([torch.zeros(0)], lr=lr, lrd=lrd)  # groups set each step
+        # a placeholder parameter: the optimiser holds the defaults (lr, lrd, ...) each new
+        # group starts from; its groups are set anew each step
+        self.optimizer = ClippedAdam([torch.zeros(0)], lr=lr, lrd=lrd)
         self.groups: dict[torch.Tensor, dict[str, Any]] = {}
 
     def __call__(self, params: set[torch.Tensor]) -> None:
         """One step on ``params`` (by their gradients), which are then zeroed."""
         for p in params:
-            if p not in self.groups:
-                self.optimizer.param_groups = []
-                self.optimizer.add_param_group({"params": [p], "lr": self.lr})
+            if p not in self.groups:  # a group of its own, at the base rate
+                self.optimizer.param_groups = []  # (add_param_group scans those held)
+                self.optimizer.add_param_group({"params": [p]})
                 self.groups[p] = self.optimizer.param_groups[0]
         self.optimizer.param_groups = [self.groups[p] for p in params]
         self.optimizer.step()

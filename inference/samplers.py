@@ -329,18 +329,11 @@ def _checkpoint_masks(max_depth: int) -> tuple[torch.Tensor, torch.Tensor]:
 # gradient, log density), its proposal, log weight and momentum sum; its depth, the subtree's
 # leaf index n and direction; the subtree's edge (c*) and its own weight, momentum sum,
 # proposal, turned and diverged flags; the U-turn checkpoints; the acceptance sum, leaf count
-# and divergence of the tree.
-ASYNC_STATE = (
-    "q", "lp", "g", "h0",
-    "lq", "lpm", "lg", "llp", "rq", "rpm", "rg", "rlp",
-    "pq", "plp", "pg", "log_w", "p_sum", "depth", "n", "right_way",
-    "cq", "cp", "cg", "clp", "s_logw", "s_sum", "sq", "slp", "sg", "s_turn", "s_div",
-    "p_ck", "sum_ck", "sum_acc", "n_leaves", "diverging",
-)  # fmt: skip
-# ... held between steps as five tensors, one per shape and dtype: a compiled step's call costs
-# per tensor passed in and out (inductor's wrapper checks each input's strides and allocates
-# each output, AOT autograd's runtime wrapper visits each), and 36 tensors cost more than the
-# step's own kernels (probabilistic_pca's NUTS: a step took about 520 us, its kernels 145)
+# and divergence of the tree. Held between steps as five tensors, one per shape and dtype: a
+# compiled step's call costs per tensor passed in and out (inductor's wrapper checks each
+# input's strides and allocates each output, AOT autograd's runtime wrapper visits each), and
+# 36 tensors cost more than the step's own kernels (probabilistic_pca's NUTS: a step took about
+# 520 us, its kernels 145).
 ASYNC_GROUPS = (
     ("q", "g", "lq", "lpm", "lg", "rq", "rpm", "rg", "pq", "pg", "p_sum",
      "cq", "cp", "cg", "s_sum", "sq", "sg"),  # (chains, D)
@@ -349,7 +342,6 @@ ASYNC_GROUPS = (
     ("right_way", "s_turn", "s_div", "diverging"),  # bool (chains,)
     ("p_ck", "sum_ck"),  # (max_depth, chains, D)
 )  # fmt: skip
-assert sorted(sum(ASYNC_GROUPS, ())) == sorted(ASYNC_STATE)
 
 
 def _unpack(groups: Sequence[torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -518,17 +510,17 @@ def nuts_sample(
     B, D = q.shape
     dtype = q.dtype
     tables = _checkpoint_masks(max_tree_depth)
-    zeros_bd = torch.zeros(B, D, dtype=dtype)
-    st: dict[str, torch.Tensor] = {x: zeros_bd for x in ASYNC_STATE}
+    n = [len(names) for names in ASYNC_GROUPS]
+    st = _unpack(
+        (
+            torch.zeros(n[0], B, D, dtype=dtype),
+            torch.zeros(n[1], B, dtype=dtype),
+            torch.zeros(n[2], B, dtype=torch.long),
+            torch.zeros(n[3], B, dtype=torch.bool),
+            torch.zeros(n[4], max_tree_depth, B, D, dtype=dtype),
+        )
+    )
     st.update(q=q, lp=logp, g=grad)
-    for x in ("h0", "llp", "rlp", "plp", "log_w", "clp", "s_logw", "slp", "sum_acc", "n_leaves"):
-        st[x] = torch.zeros(B, dtype=dtype)
-    for x in ("depth", "n"):
-        st[x] = torch.zeros(B, dtype=torch.long)
-    for x in ("right_way", "s_turn", "s_div", "diverging"):
-        st[x] = torch.zeros(B, dtype=torch.bool)
-    st["p_ck"] = torch.zeros(max_tree_depth, B, D, dtype=dtype)
-    st["sum_ck"] = torch.zeros(max_tree_depth, B, D, dtype=dtype)
 
     began = [False]  # whether begin() changed st since it was last packed
 

@@ -1340,9 +1340,9 @@ def loo_comparison(cmp: Comparison) -> dict[str, Any] | None:
         if "log_likelihood" not in run.idata.groups() or not run.idata.log_likelihood.data_vars:
             continue
         ll = run.idata.log_likelihood
-        if ll.sizes.get("chain", 0) * ll.sizes.get("draw", 0) < MIN_LOO_DRAWS:
+        draws = ll.sizes.get("chain", 0) * ll.sizes.get("draw", 0)
+        if draws < MIN_LOO_DRAWS:
             continue
-        draws = ll.sizes["chain"] * ll.sizes["draw"]
         every = -(-draws // MAX_LOO_DRAWS)
         try:
             idata = _pointwise_idata(run)
