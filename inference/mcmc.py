@@ -356,6 +356,7 @@ def nuts_engine(
     jit: bool | None = None,
     target_accept: float = 0.8,
     max_tree_depth: int = 10,
+    dense_mass: bool | None = False,
     backend: str = "zoo",
     parallel: bool = True,
     device: str = "cpu",
@@ -367,7 +368,10 @@ def nuts_engine(
     ``num_chains``: 32 in lockstep; with Pyro's NUTS one per core. ``device``: where the zoo's
     chains run (``"cuda"``: every chain in one batch on the GPU). ``chain_groups``: the batches
     the chains run in (None: one per core, side by side; 1: one batch, fewest steps, where the
-    cores are busy anyway, as in a report). The layout fixes the numbers, not the cores."""
+    cores are busy anyway, as in a report). The layout fixes the numbers, not the cores.
+    ``dense_mass``: each chain's full-covariance metric, for correlated posteriors (Stan's
+    ``dense_e``; default diagonal, Stan's ``diag_e``; ``None``: dense up to 100 dimensions;
+    Pyro's NUTS: its ``full_mass``)."""
     if backend == "pyro":
         if chain_groups is not None and chain_groups > 1:
             raise ZooError(
@@ -384,6 +388,7 @@ def nuts_engine(
             jit=bool(jit),
             target_accept=target_accept,
             max_tree_depth=max_tree_depth,
+            full_mass=bool(dense_mass),
             parallel=parallel,
         )
     return grouped_run(
@@ -399,6 +404,7 @@ def nuts_engine(
         chain_groups=chain_groups,
         target_accept=target_accept,
         max_tree_depth=max_tree_depth,
+        dense_mass=dense_mass,
     )
 
 
@@ -435,7 +441,6 @@ def chees_engine(
         min_group=CHEES_GROUP,
         target_accept=target_accept,
         max_steps=max_steps,
-        dense_mass=dense_mass,
     )
 
 
@@ -511,6 +516,7 @@ def pyro_nuts(
     jit: bool,
     target_accept: float,
     max_tree_depth: int,
+    full_mass: bool,
     parallel: bool,
 ) -> Run:
     """Pyro's own NUTS kernel, one chain per worker process."""
@@ -523,6 +529,7 @@ def pyro_nuts(
             ignore_jit_warnings=True,
             target_accept_prob=target_accept,
             max_tree_depth=max_tree_depth,
+            full_mass=full_mass,
             init_strategy=init_strategy,
         )
 

@@ -278,7 +278,13 @@ def _diabetes_regression(seed: int = 0) -> dict[str, Any]:
 
 @zoo.register(
     data=_diabetes_regression,
-    engine_options={"svi": {"lr": 0.02}, "importance": {"lr": 0.02}},
+    # the diabetes serum measurements are collinear: NUTS's leapfrog steps an iteration fall
+    # from 45 to 11 under a dense metric (quick budget)
+    engine_options={
+        "svi": {"lr": 0.02},
+        "importance": {"lr": 0.02},
+        "nuts": {"dense_mass": True},
+    },
     seed_ref="002 §5.1",
     math=[
         r"\beta \sim \mathcal{N}(0,\, \tau^2 I)",
@@ -524,7 +530,13 @@ def _breast_cancer(seed: int = 0) -> dict[str, Any]:
 
 @zoo.register(
     data=_breast_cancer,
-    engine_options={"svi": {"lr": 0.02}, "importance": {"lr": 0.02}},
+    # 30 collinear tumour measurements: NUTS's draws take 14.6 leapfrog steps under a dense
+    # metric against 30.8 under the diagonal, at the same effective sample size
+    engine_options={
+        "svi": {"lr": 0.02},
+        "importance": {"lr": 0.02},
+        "nuts": {"dense_mass": True},
+    },
     # svi fits the model's own full-rank guide; the mean-field one beside it shows the cost of
     # ignoring the correlations of the weights (laplace and nuts are the other approximations)
     variants={"svi_meanfield": ("svi", {"guide": "normal"})},
