@@ -161,12 +161,17 @@ def test_importance_refuses_a_prior_it_cannot_sample(registry):
     assert run.summary.loc["mu", "sd"] == pytest.approx(np.sqrt(1 / 3), rel=0.05)
 
 
-def test_vectorised_replay_equals_the_per_draw_one():
+@pytest.mark.parametrize("chunk", [1000, 4], ids=["one-batch", "in-chunks"])
+def test_vectorised_replay_equals_the_per_draw_one(monkeypatch, chunk):
     """Pointwise log-likelihoods and log joints of many draws: the vectorised replay (through
-    Predictive's vectorised trace) and the per-draw one give the same numbers."""
+    Predictive's vectorised trace; in one batch, or in chunks of 4 draws and a last of 2) and
+    the per-draw one give the same numbers, draw by draw."""
     import torch
 
+    from inference import replay as replay_module
     from inference.replay import _replay_each, _shapes, replay
+
+    monkeypatch.setattr(replay_module, "REPLAY_CHUNK", chunk)
 
     entry = zoo.get_model("gaussian_mixture")
     data, s = entry.load_data(), entry.structure
