@@ -441,6 +441,7 @@ def chees_engine(
         min_group=CHEES_GROUP,
         target_accept=target_accept,
         max_steps=max_steps,
+        dense_mass=dense_mass,
     )
 
 

@@ -383,6 +383,22 @@ def test_samplers_match_the_closed_form(engine, chain_groups):
         assert run.diagnostics["trajectory_length"]
 
 
+@pytest.mark.parametrize(
+    "engine, asked, metric",
+    [("nuts", {}, False), ("nuts", {"dense_mass": True}, True), ("chees", {}, True),
+     ("chees", {"dense_mass": False}, False)],
+    ids=["nuts-default", "nuts-dense", "chees-default", "chees-diagonal"],
+)  # fmt: skip
+def test_the_engines_pass_the_metric_on(engine, asked, metric):
+    """``dense_mass`` reaches the sampler: NUTS is diagonal unless asked, ChEES dense up to 100
+    dimensions unless asked not to; the run's diagnostics say which it used."""
+    run = zoo.run(
+        "normal_gamma", engine, num_samples=20, warmup=30, num_chains=8, chain_groups=1,
+        seed=shifted(3), **asked,
+    )  # fmt: skip
+    assert run.diagnostics["dense_mass"] is metric
+
+
 def _pair(name, **kw):
     zoo_run = zoo.run(name, "nuts", seed=3, **kw)
     # Pyro's NUTS with its JIT-compiled potential: the same sampler, 2-3 times faster here
