@@ -514,10 +514,16 @@ def test_bad_sampler_options_are_refused():
 
 
 @needs_compiler
-@pytest.mark.parametrize("name", ["eight_schools_noncentered", "three_coin"])
-def test_the_fused_compiled_asynchronous_step_takes_the_eager_steps(name):
+@pytest.mark.parametrize(
+    "name, dense",
+    [("eight_schools_noncentered", False), ("three_coin", False),
+     ("eight_schools_noncentered", True)],
+    ids=["eight_schools_noncentered", "three_coin", "eight_schools_noncentered-dense"],
+)  # fmt: skip
+def test_the_fused_compiled_asynchronous_step_takes_the_eager_steps(name, dense):
     """The asynchronous NUTS step (leaf, subtree merge, draw emission, new trees: one graph)
-    fused through the compiled density gives the eager step's draws and statistics."""
+    fused through the compiled density gives the eager step's draws and statistics, under a
+    diagonal metric and under a dense one (each chain its own)."""
     e = zoo.get_model(name)
     runs = []
     for compile_ in (False, True):
@@ -526,7 +532,12 @@ def test_the_fused_compiled_asynchronous_step_takes_the_eager_steps(name):
         q = density.initial_points(gen)
         logp, grad = density(q)
         step = torch.full((3,), 0.3, dtype=q.dtype)
-        runs.append(samplers.nuts_sample(density, q, logp, grad, step, torch.ones_like(q), gen, 8))
+        metric = torch.ones_like(q)
+        if dense:  # 3 chains' own correlated metrics, fixed
+            D = q.shape[1]
+            a = torch.linspace(-1, 1, 3 * D * D, dtype=q.dtype).reshape(3, D, D)
+            metric = 0.5 * torch.eye(D, dtype=q.dtype) + 0.2 * a @ a.mT
+        runs.append(samplers.nuts_sample(density, q, logp, grad, step, metric, gen, 8))
     (d0, s0, c0, _), (d1, s1, c1, _) = runs
     assert c0 == c1
     np.testing.assert_allclose(d1, d0, rtol=1e-4, atol=1e-4)
@@ -707,18 +718,16 @@ def _correlated_gaussian(D: int = 10):
 
 
 @pytest.mark.parametrize(
-    "sampler, chains, warmup",
-    [(samplers.chees, 32, 300), (samplers.nuts, 8, 300)],
-    ids=["chees", "nuts"],
+    "sampler, chains", [(samplers.chees, 32), (samplers.nuts, 8)], ids=["chees", "nuts"]
 )
-def test_a_dense_metric_samples_a_correlated_gaussian(sampler, chains, warmup):
+def test_a_dense_metric_samples_a_correlated_gaussian(sampler, chains):
     """On :func:`_correlated_gaussian` under the dense metric the draws have the target's
     moments in whitened coordinates within Monte-Carlo error."""
     D = 10
     density, chol = _correlated_gaussian(D)
     gen = torch.Generator().manual_seed(shifted(11))
     q = torch.randn(chains, D, generator=gen, dtype=torch.float64)
-    s = sampler(density, q, num_samples=200, warmup=warmup, gen=gen, dense_mass=True)
+    s = sampler(density, q, num_samples=200, warmup=300, gen=gen, dense_mass=True)
     assert s.info["dense_mass"] is True
     x = torch.linalg.solve_triangular(chol, s.theta.reshape(-1, D).T, upper=False).T
     ess = len(x) / 4  # conservative
