@@ -120,16 +120,12 @@ def velocity(p: torch.Tensor, inv_mass: torch.Tensor) -> torch.Tensor:
     return inv_mass * p
 
 
-def regularised_covariance(x: torch.Tensor, pooled: bool = True) -> torch.Tensor:
-    """The within-chain covariance of draws ``x`` (chains, n, D), averaged over the chains
-    (``pooled``: (D, D)) or each chain's own (chains, D, D), shrunk towards ``1e-3 I`` as Stan
-    shrinks its dense metric: ``n/(n+5) S + 1e-3 * 5/(n+5) I``."""
+def regularised_covariance(x: torch.Tensor) -> torch.Tensor:
+    """Each chain's covariance of its draws ``x`` (chains, n, D), as (chains, D, D), shrunk
+    towards ``1e-3 I`` as Stan shrinks its dense metric: ``n/(n+5) S + 1e-3 * 5/(n+5) I``."""
     B, n, D = x.shape
     xc = x - x.mean(1, keepdim=True)
-    if pooled:
-        cov = torch.einsum("bnd,bne->de", xc, xc) / (B * max(n - 1, 1))
-    else:
-        cov = torch.einsum("bnd,bne->bde", xc, xc) / max(n - 1, 1)
+    cov = torch.einsum("bnd,bne->bde", xc, xc) / max(n - 1, 1)
     eye = torch.eye(D, dtype=x.dtype)
     return (n / (n + 5.0)) * cov + 1e-3 * (5.0 / (n + 5.0)) * eye
 
@@ -156,7 +152,7 @@ def per_chain_metric(window: torch.Tensor, dense: bool) -> torch.Tensor:
         return regularised_variance(window, 1)
     if window.shape[1] < DENSE_DRAWS_PER_DIM * window.shape[2]:
         return torch.diag_embed(regularised_variance(window, 1))
-    return regularised_covariance(window, pooled=False)
+    return regularised_covariance(window)
 
 
 def momentum_map(inv_mass: torch.Tensor) -> torch.Tensor:
@@ -716,10 +712,15 @@ def nuts(
     return Samples(draws, stats, (1 + calls + c) * B, info)
 
 
+def _dense(D: int, dense_mass: bool | None) -> bool:
+    """Whether a sampler's metric is dense: as asked, or (None) up to :data:`DENSE_MAX_DIM`."""
+    return D <= DENSE_MAX_DIM if dense_mass is None else bool(dense_mass)
+
+
 def _initial_metric(B: int, D: int, dense_mass: bool | None, dtype: torch.dtype) -> torch.Tensor:
     """Every chain's first inverse mass matrix, the identity: (chains, D) ones, or dense
     (chains, D, D) from the start (a compiled step is traced for one shape of the metric)."""
-    if D <= DENSE_MAX_DIM if dense_mass is None else dense_mass:
+    if _dense(D, dense_mass):
         return torch.eye(D, dtype=dtype).expand(B, D, D).clone()
     return torch.ones(B, D, dtype=dtype)
 
@@ -902,7 +903,7 @@ def chees(
     q, logp, grad = _start(density, theta0)
     B, D = q.shape
     dtype = q.dtype
-    dense = D <= DENSE_MAX_DIM if dense_mass is None else bool(dense_mass)
+    dense = _dense(D, dense_mass)
     # dense from the start: a compiled step is traced for one shape of the metric
     inv_mass = torch.eye(D, dtype=dtype)[None] if dense else torch.ones(B, D, dtype=dtype)
     calls = 1
@@ -978,7 +979,7 @@ def chees(
                 # warmup the chains have not met, and the spread between them is no scale
                 drawn = torch.stack(window, 1)[~stuck]
                 if dense:
-                    inv_mass = regularised_covariance(drawn)[None]
+                    inv_mass = regularised_covariance(drawn).mean(0, keepdim=True)
                 else:
                     inv_mass = regularised_variance(drawn, 1).mean(0).expand(B, D).clone()
                 window, window_lp = [], []
