@@ -459,8 +459,10 @@ def hmc_engine(
     device: str = "cpu",
     chain_groups: int | None = None,
 ) -> Run:
-    """Static Hamiltonian Monte Carlo: a fixed integration time per draw (step size and mass
-    matrix adapted in warmup; trajectory_length / step_size leapfrog steps, at most max_steps)."""
+    """Static Hamiltonian Monte Carlo: no U-turn check, each draw integrates for ``2 u
+    trajectory_length`` (``u`` from a Halton sequence: the mean time is ``trajectory_length``,
+    the jitter breaks a fixed time's periodicity), step size and mass matrix adapted in
+    warmup; at most max_steps leapfrog steps a draw."""
     return grouped_run(
         ctx,
         "hmc",

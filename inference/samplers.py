@@ -10,7 +10,8 @@
   (dual averaging on the harmonic mean of the acceptance probabilities) and one trajectory
   length (Adam on the ChEES criterion), the step count jittered by a Halton sequence, and one
   diagonal mass matrix for all chains (their within-chain variances, averaged).
-* :func:`hmc` — static HMC with a fixed integration time, adapted like :func:`nuts`.
+* :func:`hmc` — static HMC, its integration time jittered around a fixed mean, adapted like
+  :func:`nuts`.
 * :func:`rwmh` — random-walk Metropolis–Hastings with a diagonal proposal.
 
 Every function takes ``density(theta) -> (log_p, grad)`` and returns a :class:`Samples`.
@@ -19,6 +20,7 @@ Every function takes ``density(theta) -> (log_p, grad)`` and returns a :class:`S
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -737,12 +739,21 @@ def hmc(
     max_steps: int = 100,
     progress: bool = False,
 ) -> Samples:
-    """Static HMC: ``trajectory_length / step`` leapfrog steps (at most ``max_steps``) per
-    draw, all chains together (the chains' step counts differ: a chain that has done its steps
-    waits, masked). Adapted like :func:`nuts`."""
+    """Static HMC: each draw integrates for ``2 u trajectory_length``, ``u`` from a Halton
+    sequence shared by the chains (as :func:`chees` jitters its T), in ``2 u trajectory_length
+    / step`` leapfrog steps (at most ``max_steps``), all chains together (the chains' step
+    counts differ: a chain that has done its steps waits, masked). Adapted like :func:`nuts`.
+
+    The jitter keeps the mean integration time and breaks the periodicity of a fixed one
+    (Neal 2011, §5.4.2.3): a fixed time near half a period of a direction lands each draw
+    near the mirror image of the last, so the draws anti-correlate (bulk ESS above the draws)
+    while their distance from the centre stays put, and the folded R-hat saw it. In the quick
+    report, fixed: R-hat 1.010-1.022 with bulk ESS 2347-6602 from 2000 draws on 7 models."""
+    draw = itertools.count(1)
 
     def transition(q, lp, g, step, im):  # noqa: ANN001, ANN202 - local
-        return hmc_transition(density, q, lp, g, step, im, gen, trajectory_length / step, max_steps)
+        time = 2 * halton(next(draw)) * trajectory_length
+        return hmc_transition(density, q, lp, g, step, im, gen, time / step, max_steps)
 
     return _adapted_chain(
         density,
