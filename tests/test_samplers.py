@@ -428,7 +428,9 @@ def test_lockstep_nuts_agrees_with_pyros_nuts_on_eight_schools():
 def test_lockstep_nuts_on_a_foreign_model_that_does_not_broadcast(registry):
     case = next(c for c in CORPUS if c.name == "conj_linreg_matmul")
     zoo.register(case.name, model=case.model, data=case.data)
-    run = zoo.run(case.name, "nuts", num_samples=300, warmup=300, seed=5)
+    # 8 chains, not the default 32: the density runs chain by chain here (the model does not
+    # broadcast), so each chain is its own cost (32 chains took 20 s of a 2-core test run)
+    run = zoo.run(case.name, "nuts", num_samples=300, warmup=300, num_chains=8, seed=shifted(5))
     post = run.idata.posterior
     for site, mean in case.mean.items():
         if site not in post:

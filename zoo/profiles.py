@@ -8,7 +8,7 @@ profile sets a budget, a model can only ask for more.
 
 ``quick``  the default: minutes for the whole zoo, enough to see who is right and who is not.
 ``full``   publication numbers: longer SVI, 1000 + 1000 NUTS draws on 32 chains (HMC on 8,
-           ChEES on 64); about an hour for the whole zoo on 2 cores (README).
+           ChEES on 64); 27 minutes for the whole zoo on 2 cores, measured (README).
 ``smoke``  tiny runs for tests and CI: checks that every page renders; the numbers mean little.
 
 ``quick`` and ``full`` run each sampler's chains as one batch (``chain_groups=1``). A report's
