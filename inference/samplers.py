@@ -752,8 +752,8 @@ def hmc(
     draw = itertools.count(1)
 
     def transition(q, lp, g, step, im):  # noqa: ANN001, ANN202 - local
-        time = 2 * halton(next(draw)) * trajectory_length
-        return hmc_transition(density, q, lp, g, step, im, gen, time / step, max_steps)
+        duration = 2 * halton(next(draw)) * trajectory_length
+        return hmc_transition(density, q, lp, g, step, im, gen, duration / step, max_steps)
 
     return _adapted_chain(
         density,

@@ -787,8 +787,8 @@ def test_each_chain_s_metric_comes_from_its_own_window():
 def test_hmc_jitters_its_integration_time_and_its_draws_mix_on_a_gaussian():
     """Static HMC integrates each draw for 2 u T with u from a Halton sequence (mean T). At a
     fixed T the draws of a standard Gaussian came back near the mirror image of their start in
-    some directions: on 10 dimensions, 8 chains x 1000 draws, R-hat 1.011-1.042 and tail ESS
-    563-1994 at 6 of the seeds 0-7; jittered, R-hat at most 1.004 and tail ESS about 5000."""
+    some directions: on 10 dimensions, 8 chains x 1000 draws, R-hat 1.011-1.042 or tail ESS
+    563-1994 at 7 of the seeds 0-7; jittered, R-hat at most 1.004 and tail ESS about 5000."""
     D, chains, draws = 10, 8, 1000
     gen = torch.Generator().manual_seed(shifted(21))
     q = 4 * torch.rand(chains, D, generator=gen, dtype=torch.float64) - 2
