@@ -377,6 +377,12 @@ class BatchedDensity:
         self.auto_compile = auto_compile and allowed
         self.restart_pace()
         self.compile_s = 0.0  # seconds this run spent tracing and compiling (a warm cache: few)
+        self.step_nodes = 0  # what the run's fused sampler step adds to the graph (expect_step)
+
+    def expect_step(self, nodes: int) -> None:
+        """The run's sampler fuses a step that adds about ``nodes`` graph nodes to the density's
+        own: a compile is priced for both (:meth:`compile_cost_s`)."""
+        self.step_nodes = nodes
 
     def restart_pace(self) -> None:
         """The run's pace is measured afresh from here, and :meth:`tick` counts iterations from
@@ -406,9 +412,10 @@ class BatchedDensity:
 
     def compile_cost_s(self) -> float:
         """The seconds a compile of this density's sampler step is expected to take with
-        inductor's cache empty (see :data:`COMPILE_S_PER_NODE`)."""
+        inductor's cache empty (see :data:`COMPILE_S_PER_NODE`): the density's graph and the
+        nodes the step adds (:meth:`expect_step`)."""
         nodes = len(self._graph.graph.nodes) if isinstance(self._graph, torch.fx.GraphModule) else 0
-        return COMPILE_S + COMPILE_S_PER_NODE * nodes
+        return COMPILE_S + COMPILE_S_PER_NODE * (nodes + self.step_nodes)
 
     def _check(self, fn: Fn, probe: torch.Tensor, *, reference: Fn, fresh: bool = False) -> None:
         """``fn`` equals ``reference`` at the probe and (``fresh``) at points it was not traced

@@ -269,9 +269,13 @@ class Step:
     (``density.fuse``, the compiled form of :class:`inference.density.BatchedDensity`), else
     eagerly, calling the density."""
 
-    def __init__(self, density: Density, fn: Callable[..., tuple[torch.Tensor, ...]]) -> None:
+    def __init__(
+        self, density: Density, fn: Callable[..., tuple[torch.Tensor, ...]], nodes: int = 0
+    ) -> None:
         self.density, self.fn = density, fn
         self._fuse = getattr(density, "fuse", None)
+        if nodes and hasattr(density, "expect_step"):  # the compile, priced with the step
+            density.expect_step(nodes)
 
     def __call__(self, *args: torch.Tensor) -> tuple[torch.Tensor, ...]:
         fused = self._fuse(self.fn, args) if self._fuse is not None else None
@@ -441,6 +445,14 @@ def _new_subtrees(st: dict[str, torch.Tensor], start: torch.Tensor, coin: torch.
     st["s_div"] = st["s_div"] & ~s
 
 
+# The nodes NUTS's tree bookkeeping adds to the density's graph in the fused step (naive_bayes:
+# 893 against the density's 612; eight_schools: 455 against 176), priced into the decision to
+# compile: NUTS's compiles took 5.0-20.5 s in a cold quick report where the density alone
+# predicted 4.5-11.2 s, and mid-sized runs compiled that ran faster traced (dirichlet_bigram
+# 26.2 s against 13.0, gaussian_process 21.7 against 16.0).
+NUTS_STEP_NODES = 280
+
+
 def _nuts_async_step(density: Density, *args: torch.Tensor) -> tuple[torch.Tensor, ...]:
     """One leapfrog step for every active chain in its own tree, then, per chain: a finished
     subtree merged into its tree (biased progressive sampling), a finished tree emitted as the
@@ -579,7 +591,7 @@ def nuts_sample(
     begin(torch.ones(B, dtype=torch.bool), inv_mass)
     packed = _pack(st)
     adapt = PerChainAdaptation(step, warmup, target_accept, D) if warmup else None
-    step_fn = Step(density, _nuts_async_step)
+    step_fn = Step(density, _nuts_async_step, nodes=NUTS_STEP_NODES)
     total = warmup + num_samples
     draws = torch.empty(B, num_samples, D, dtype=dtype)
     names = ("accept", "diverging", "tree_depth", "n_steps", "energy")

@@ -215,6 +215,20 @@ def test_auto_compile_weighs_the_compile_against_what_it_saves(monkeypatch):
     assert density_module.COMPILE_S < small.compile_cost_s() < large.compile_cost_s()
 
 
+def test_a_compile_is_priced_with_the_nodes_its_fused_step_adds():
+    """NUTS's tree bookkeeping adds about NUTS_STEP_NODES nodes to the graph it compiles: its
+    step says so when it is made, and the next run starts from the density's own price."""
+    e = zoo.get_model("beta_bernoulli")
+    d = batched_density(e.model, e.load_data(), e.structure, 2)
+    d.start_run(auto_compile=False)
+    bare = d.compile_cost_s()
+    samplers.Step(d, samplers._nuts_async_step, nodes=samplers.NUTS_STEP_NODES)
+    step = density_module.COMPILE_S_PER_NODE * samplers.NUTS_STEP_NODES
+    assert d.compile_cost_s() == pytest.approx(bare + step)
+    d.start_run(auto_compile=False)
+    assert d.compile_cost_s() == pytest.approx(bare)
+
+
 def test_a_graph_right_only_where_it_was_traced_is_refused_at_fresh_points():
     """What a frozen Python branch looks like: a form that equals the eager density at the
     tracing point and is off by one nat elsewhere. The check at the probe alone passes it; the
