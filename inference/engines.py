@@ -150,8 +150,9 @@ GENERIC_ENGINES: dict[str, EngineSpec] = {
                 # about tau / 2n). At 8 x 300 it put well-mixed runs over 1.01 by noise alone
                 # (normal_normal, 1-d: 1.0046-1.0158 over seeds 0-5; eight_schools_noncentered
                 # 1.0111 in the cold quick report); at 4 x 600, the same 2400 draws, 0.9999-1.0050
-                # and 1.0033. The quick report's 22 nuts cells took 451 cell seconds against
-                # 430 (cold), 3 fewer unreliable on R-hat (8 x 200 had made 12 of 22 unreliable)
+                # and 1.0033. The quick report's NUTS and HMC cells (HMC's budget below), old and
+                # new budgets back to back, cold: 952 cell seconds against 971, NUTS unreliable on
+                # 3 of 22 models against 6 (8 x 200 had made 12 of 22 unreliable)
                 "quick": {"num_samples": 600, "warmup": 300, "num_chains": 4, "chain_groups": 1},
                 "full": {"num_samples": 1000, "warmup": 1000, "num_chains": 32, "chain_groups": 1},
             },

@@ -86,8 +86,8 @@ def _terms(trace: poutine.Trace, s: ModelStructure, n: int | None, shapes: Shape
             continue
         batch = shapes.batch[name]
         lp = _lp_per_draw(name, site["fn"].log_prob(site["value"]), n, s.max_plate_nesting, batch)
-        if name in s.observed:  # in the model's dtype: a float64 copy of float32 numbers
-            out.log_lik[name] = lp.detach().numpy()  # doubled the cell store's writes
+        if name in s.observed:  # the model's dtype: a float64 copy of float32 numbers only
+            out.log_lik[name] = lp.detach().numpy()  # doubled what a report's cell store writes
         total = total + (site["scale"] * lp.double()).reshape(lead + (-1,)).sum(-1)
     out.log_joint = total.numpy()
     return out

@@ -434,6 +434,7 @@ def test_lockstep_nuts_agrees_with_pyros_nuts_on_an_enumerated_mixture():
     _agree_pair(a, b, ["pi", "p", "q"])
 
 
+@pytest.mark.slow  # 20 s; the enumerated mixture above is the default run's check against Pyro
 def test_lockstep_nuts_agrees_with_pyros_nuts_on_eight_schools():
     a, b = _pair("eight_schools_noncentered", num_samples=250, warmup=250, num_chains=2)
     _agree_pair(a, b, ["mu", "tau", "eta[0]"])
@@ -465,7 +466,8 @@ def test_same_seed_same_numbers():
 
 
 @needs_compiler
-@pytest.mark.parametrize("engine", ["nuts", "chees"])
+# NUTS's runs here compile its fused step (13 s of the suite); the default run checks ChEES's
+@pytest.mark.parametrize("engine", [pytest.param("nuts", marks=pytest.mark.slow), "chees"])
 def test_a_run_under_the_device_context_takes_the_cpu_runs_draws(monkeypatch, engine):
     """What ``device="cuda"`` changes, run on the CPU: the density built (model constants, the
     traced graph, its compiled and fused forms) and the sampler run with torch's default device
@@ -759,6 +761,7 @@ def test_a_dense_metric_samples_a_correlated_gaussian(sampler, chains, options):
     assert float((c - torch.eye(D, dtype=torch.float64)).abs().max()) < 5 * np.sqrt(2 / ess)
 
 
+@pytest.mark.slow  # 25 s: an efficiency claim; the dense metric's correctness is tested above
 def test_nuts_under_a_dense_metric_mixes_many_times_faster_on_correlated_targets():
     """The point of the dense metric: on :func:`_correlated_gaussian` (condition number about
     200 after a diagonal rescaling) NUTS's effective draws per gradient evaluation, warmup
