@@ -69,8 +69,10 @@ def importance_engine(
     default tries the prior first and keeps it if its k-hat is at most 0.7; otherwise (or when
     the prior cannot be sampled) a fitted ``mvn`` guide is the proposal (a model with only
     discrete latent sites keeps the prior: no autoguide fits it). ``diagnostics`` say which
-    (``proposal``; ``prior_pareto_k`` when the prior was tried). A run whose k-hat is above 0.7
-    (or undefined: ten or fewer finite weights) has status ``unreliable``, its caveat says why."""
+    (``proposal``; ``prior_pareto_k`` when the prior was tried) and, for a fitted proposal,
+    whether Pyro's JIT ELBO fitted it (``jit``; ``jit_fallback`` says why not, as for ``svi``).
+    A run whose k-hat is above 0.7 (or undefined: ten or fewer finite weights) has status
+    ``unreliable``, its caveat says why."""
     unsampled = _prior_can_sample(ctx)
     if proposal is not None and proposal not in PROPOSALS:
         raise ZooError(f"option 'proposal' must be one of {list(PROPOSALS)}, got {proposal!r}")
@@ -108,6 +110,7 @@ def importance_engine(
         exact[key] = (mean, np.sqrt(np.clip((wk * (x - mean) ** 2).sum(0), 0, None)))
     diagnostics.update(
         proposal=name,
+        **weighted.fit,
         ess=ess,
         ess_fraction=ess / num_samples,
         pareto_k=k,
@@ -160,6 +163,7 @@ class _Weighted:
     pareto_k: float
     recover: tuple[str, ...]
     traces: dict[str, list[float]]
+    fit: dict[str, Any]  # how a fitted proposal was fitted: Pyro's JIT ELBO or not, and why not
 
 
 def _weighted(ctx: EngineContext, name: str, n: int, fit_steps: int, lr: float) -> _Weighted:
@@ -171,14 +175,18 @@ def _weighted(ctx: EngineContext, name: str, n: int, fit_steps: int, lr: float) 
         values, log_w = weighted_draws(ctx, ctx.model, latent, (), n, name="prior")
         recover: tuple[str, ...] = ()
         traces: dict[str, list[float]] = {}
+        fit: dict[str, Any] = {}
     else:
         fitted = fit_guide(ctx, guide=name, elbo=None, num_steps=fit_steps, lr=lr, jit=None)
         values, log_w = weighted_draws(
             ctx, fitted.guide, fitted.sampled, fitted.enumerated, n, name=f"the {name} guide"
         )
         recover, traces = fitted.enumerated, {"elbo": fitted.trace}
+        fit = {"jit": fitted.jit}
+        if fitted.jit_fallback:
+            fit["jit_fallback"] = fitted.jit_fallback
     finite = np.isfinite(log_w)
     if not finite.any():
         raise NumericalFailure(f"every importance weight is zero or NaN (proposal {name!r})")
     k = psis_pareto_k(log_w[finite]) if finite.sum() > 10 else float("nan")
-    return _Weighted(values, log_w, k, recover, traces)
+    return _Weighted(values, log_w, k, recover, traces, fit)

@@ -8,6 +8,7 @@ its own Monte-Carlo error. The prior, asked for by name, is kept and the run is 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -51,6 +52,29 @@ def test_default_proposal_leaves_a_poor_prior_for_a_fitted_guide(regression):
         assert abs(got["sd"] / sd - 1) < Z * np.sqrt(0.5 / ess), (row, got["sd"], sd)
     # log of a mean of weights: relative sd of the mean weight ~ sqrt(1 / ess)
     assert run.log_evidence == pytest.approx(truth.log_evidence, abs=Z / np.sqrt(ess))
+
+
+def test_a_fitted_proposal_says_how_it_was_fitted(regression, monkeypatch):
+    """Like ``svi``, the diagnostics say whether Pyro's JIT ELBO fitted the proposal and, where
+    it was asked for but not used, why; a prior proposal was not fitted and says nothing."""
+    run = zoo.run(regression, "importance", proposal="mvn", num_samples=500, fit_steps=50, seed=3)
+    fitted = zoo.run(
+        regression, "svi", guide="mvn", backend="pyro", num_steps=50, num_samples=10, seed=3
+    )
+    assert run.diagnostics["jit"] is fitted.diagnostics["jit"]  # the same fit, the same ELBO
+    assert run.diagnostics.get("jit_fallback") == fitted.diagnostics.get("jit_fallback")
+    prior = zoo.run(regression, "importance", proposal="prior", num_samples=500, seed=3)
+    assert "jit" not in prior.diagnostics
+    from inference import importance, svi
+
+    def refused(*args, **kwargs):  # a JIT ELBO that disagreed with the plain one
+        f = svi.fit_guide(*args, **{**kwargs, "jit": False})
+        return dataclasses.replace(f, jit_fallback="the JIT ELBO disagreed")
+
+    monkeypatch.setattr(importance, "fit_guide", refused)
+    run = zoo.run(regression, "importance", proposal="mvn", num_samples=500, fit_steps=50, seed=3)
+    assert run.diagnostics["jit"] is False
+    assert run.diagnostics["jit_fallback"] == "the JIT ELBO disagreed"
 
 
 def test_the_prior_asked_for_is_kept_and_flagged_unreliable(regression):
