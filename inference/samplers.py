@@ -269,13 +269,9 @@ class Step:
     (``density.fuse``, the compiled form of :class:`inference.density.BatchedDensity`), else
     eagerly, calling the density."""
 
-    def __init__(
-        self, density: Density, fn: Callable[..., tuple[torch.Tensor, ...]], nodes: int = 0
-    ) -> None:
+    def __init__(self, density: Density, fn: Callable[..., tuple[torch.Tensor, ...]]) -> None:
         self.density, self.fn = density, fn
         self._fuse = getattr(density, "fuse", None)
-        if nodes and hasattr(density, "expect_step"):  # the compile, priced with the step
-            density.expect_step(nodes)
 
     def __call__(self, *args: torch.Tensor) -> tuple[torch.Tensor, ...]:
         fused = self._fuse(self.fn, args) if self._fuse is not None else None
@@ -592,7 +588,8 @@ def nuts_sample(
     begin(torch.ones(B, dtype=torch.bool), inv_mass)
     packed = _pack(st)
     adapt = PerChainAdaptation(step, warmup, target_accept, D) if warmup else None
-    step_fn = Step(density, _nuts_async_step, nodes=NUTS_STEP_NODES)
+    step_fn = Step(density, _nuts_async_step)
+    getattr(density, "expect_step", lambda nodes: None)(NUTS_STEP_NODES)  # the compile's price
     total = warmup + num_samples
     draws = torch.empty(B, num_samples, D, dtype=dtype)
     names = ("accept", "diverging", "tree_depth", "n_steps", "energy")

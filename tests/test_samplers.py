@@ -216,16 +216,21 @@ def test_auto_compile_weighs_the_compile_against_what_it_saves(monkeypatch):
 
 
 def test_a_compile_is_priced_with_the_nodes_its_fused_step_adds():
-    """NUTS's tree bookkeeping adds about NUTS_STEP_NODES nodes to the graph it compiles: its
-    step says so when it is made, and the next run starts from the density's own price."""
+    """NUTS's tree bookkeeping adds about NUTS_STEP_NODES nodes to the graph it compiles: a NUTS
+    run prices its compile with them, an HMC run (whose fused leapfrog adds few) does not, and
+    each run starts from the density's own price."""
     e = zoo.get_model("beta_bernoulli")
     d = batched_density(e.model, e.load_data(), e.structure, 2)
-    d.start_run(auto_compile=False)
-    bare = d.compile_cost_s()
-    samplers.Step(d, samplers._nuts_async_step, nodes=samplers.NUTS_STEP_NODES)
     step = density_module.COMPILE_S_PER_NODE * samplers.NUTS_STEP_NODES
-    assert d.compile_cost_s() == pytest.approx(bare + step)
+    prices = {}
+    for sampler, options in ((samplers.nuts, NUTS_TEST_DEPTH), (samplers.hmc, {})):
+        d.start_run(auto_compile=False)
+        bare = d.compile_cost_s()
+        gen = d.generator(shifted(3))
+        sampler(d, d.initial_points(gen), num_samples=5, warmup=5, gen=gen, **options)
+        prices[sampler] = d.compile_cost_s() - bare
     d.start_run(auto_compile=False)
+    assert prices == {samplers.nuts: pytest.approx(step), samplers.hmc: 0.0}
     assert d.compile_cost_s() == pytest.approx(bare)
 
 
