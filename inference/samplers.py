@@ -267,14 +267,18 @@ class Step:
     """A sampler's step ``fn(density, *tensors) -> tensors``, written without Python branches on
     values: run as one compiled graph through the density where the density offers it
     (``density.fuse``, the compiled form of :class:`inference.density.BatchedDensity`), else
-    eagerly, calling the density."""
+    eagerly, calling the density. A step's arguments keep their shapes and dtypes from call to
+    call (one sampler run), so its fused form, once there, is looked up no more."""
 
     def __init__(self, density: Density, fn: Callable[..., tuple[torch.Tensor, ...]]) -> None:
         self.density, self.fn = density, fn
         self._fuse = getattr(density, "fuse", None)
+        self._fused: Callable[..., tuple[torch.Tensor, ...]] | None = None
 
     def __call__(self, *args: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        fused = self._fuse(self.fn, args) if self._fuse is not None else None
+        fused = self._fused
+        if fused is None and self._fuse is not None:  # asked again: the density may compile
+            fused = self._fused = self._fuse(self.fn, args)
         if fused is not None:
             try:
                 return fused(*args)
@@ -509,7 +513,7 @@ def _nuts_async_step(density: Density, *args: torch.Tensor) -> tuple[torch.Tenso
         st["diverging"],
         st["depth"],
         st["n_leaves"],
-        st["h0"],
+        st["h0"].clone(),  # not a view of an input: AOT autograd would rebuild it every call
     )
     # a finished tree: its proposal is the chain's next draw, and a new tree starts there
     st["q"] = torch.where(tree_done[:, None], st["pq"], st["q"])

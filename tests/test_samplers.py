@@ -350,6 +350,34 @@ def test_the_fused_compiled_hmc_step_takes_the_eager_steps(name):
     assert fused.compile_s == 0
 
 
+def test_a_step_asks_for_its_fused_form_until_the_density_has_one():
+    """A step asks the density for a fused form at each call while it has none (a density
+    compiles mid-run), and once it has one calls it without asking again."""
+    asked, calls = [], []
+
+    class Density:
+        compiled = False
+
+        def __call__(self, q):
+            return -0.5 * (q * q).sum(-1), -q
+
+        def fuse(self, fn, args):
+            asked.append(len(args))
+            return (lambda q: calls.append("fused") or self(q)) if self.compiled else None
+
+    def fn(density, q):
+        calls.append("eager")
+        return density(q)
+
+    d, q = Density(), torch.zeros(2, 3)
+    step = samplers.Step(d, fn)
+    step(q), step(q)
+    d.compiled = True
+    step(q), step(q), step(q)
+    assert len(asked) == 3  # twice without a fused form, once to get it
+    assert calls == ["eager", "eager", "fused", "fused", "fused"]
+
+
 def test_checkpoint_indices_follow_their_definition():
     """Leaf n's U-turn checks run over the stored momenta hi..lo: hi = popcount(n >> 1) and
     hi - lo + 1 = the number of trailing one bits of n."""
