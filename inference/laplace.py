@@ -71,11 +71,15 @@ def _hessian(f: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> torc
 
 
 def _lbfgs(
-    f: Callable[[torch.Tensor], torch.Tensor], start: torch.Tensor, max_iter: int, tol: float
+    value_grad: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]],
+    start: torch.Tensor,
+    max_iter: int,
+    tol: float,
 ) -> tuple[torch.Tensor, list[float]]:
-    """Maximise ``f`` from ``start`` by L-BFGS with a strong-Wolfe line search. The trace is the
-    best L found after each evaluation (monotone); the point returned is where it was found (a
-    line search that strays into NaN never loses it)."""
+    """Maximise L from ``start`` by L-BFGS with a strong-Wolfe line search, ``value_grad(u)``
+    giving L(u) and its gradient (-inf and a zero gradient where L is not finite). The trace is
+    the best L found after each evaluation (monotone); the point returned is where it was found
+    (a line search that strays out of the support never loses it)."""
     x = start.detach().clone().requires_grad_(True)
     opt = torch.optim.LBFGS(
         [x],
@@ -92,10 +96,10 @@ def _lbfgs(
 
     def closure() -> torch.Tensor:
         nonlocal best
-        opt.zero_grad()
-        loss = -f(x)
-        loss.backward()
-        value = -float(loss.detach())
+        lp, grad = value_grad(x.detach())
+        x.grad = -grad
+        value = float(lp)
+        loss = torch.as_tensor(-value, dtype=x.dtype)
         if math.isfinite(value) and (not trace or value > trace[-1]):
             trace.append(value)
             best = x.detach().clone()
@@ -143,9 +147,17 @@ def fit_laplace(
     no start reaches a point where the gradient vanishes and -H is positive definite (an
     unbounded density, as a funnel's as its scale goes to 0, has no mode)."""
     f = density.log_density
+
+    def value_grad(u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        # the batched density's fastest form (traced, checked against f) for the line searches'
+        # evaluations: eight schools' funnel (4 starts x 500 iterations, no mode) fails in
+        # 10.8 s against 19.4 through f's autograd; the modes found agree to 12 digits
+        lp, grad = density(u[None])
+        return lp[0], grad[0]
+
     best: tuple[torch.Tensor, list[float]] | None = None
     for _ in range(starts):
-        x, trace = _lbfgs(f, density.initial_points(generator)[0], max_iter, tol)
+        x, trace = _lbfgs(value_grad, density.initial_points(generator)[0], max_iter, tol)
         if math.isfinite(trace[-1]) and (best is None or trace[-1] > best[1][-1]):
             best = (x, trace)
     if best is None:
