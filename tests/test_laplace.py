@@ -102,3 +102,20 @@ def test_the_gaussian_checks_itself_by_importance_weights():
     assert skewed.caveat.startswith("Laplace's Gaussian is far from the posterior")
     judged = assess(skewed)
     assert judged.status == "unreliable" and judged.flags == ("caveat",)
+
+
+def test_newton_goes_by_the_gradient_where_the_rise_is_below_the_values_rounding():
+    """Near a mode Newton's predicted rise (1e-16 here) can be far below the rounding of the log
+    density's value (a GP's Cholesky leaves about 1e-13): a rise test on values would refuse
+    every step and stop at |gradient| 1e-7. Where the rise is below that rounding, a step that
+    shrinks the gradient is taken, and the mode is found to machine precision."""
+    from inference.laplace import _newton
+
+    c, x0 = 100.0, torch.full((3,), 1e-9, dtype=torch.float64)
+
+    def f(x):  # -c |x|^2 / 2, its value 1e-13 lower away from x0 (rounding: no gradient)
+        return -0.5 * c * x.pow(2).sum() - 1e-13 * (x != x0).any().double().detach()
+
+    trace = [float(f(x0))]
+    mode = _newton(f, x0, trace, tol=1e-9)
+    assert float(mode.abs().max()) < 1e-15  # from 1e-9: the exact mode is 0
