@@ -182,9 +182,7 @@ def _weighted(ctx: EngineContext, name: str, n: int, fit_steps: int, lr: float) 
             ctx, fitted.guide, fitted.sampled, fitted.enumerated, n, name=f"the {name} guide"
         )
         recover, traces = fitted.enumerated, {"elbo": fitted.trace}
-        fit = {"jit": fitted.jit}
-        if fitted.jit_fallback:
-            fit["jit_fallback"] = fitted.jit_fallback
+        fit = fitted.jit_diagnostics
     finite = np.isfinite(log_w)
     if not finite.any():
         raise NumericalFailure(f"every importance weight is zero or NaN (proposal {name!r})")

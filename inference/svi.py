@@ -115,6 +115,14 @@ class FittedGuide:
     jit: bool = False  # fitted with Pyro's JIT-compiled ELBO
     jit_fallback: str | None = None  # why the JIT ELBO was asked for (jit=None) but not used
 
+    @property
+    def jit_diagnostics(self) -> dict[str, Any]:
+        """How it was fitted, for a run's diagnostics: ``jit``, and ``jit_fallback`` if any."""
+        return {
+            "jit": self.jit,
+            **({"jit_fallback": self.jit_fallback} if self.jit_fallback else {}),
+        }
+
 
 def fit_guide(
     ctx: EngineContext,
@@ -320,8 +328,7 @@ def svi_engine(
         "guide": fitted.name,
         "elbo_kind": fitted.elbo,
         "backend": "pyro",
-        "jit": fitted.jit,
-        **({"jit_fallback": fitted.jit_fallback} if fitted.jit_fallback else {}),
+        **fitted.jit_diagnostics,
         **({"subsample_size": subsample_size} if subsample_size is not None else {}),
         **shown,
     }
