@@ -267,11 +267,18 @@ class Step:
     """A sampler's step ``fn(density, *tensors) -> tensors``, written without Python branches on
     values: run as one compiled graph through the density where the density offers it
     (``density.fuse``, the compiled form of :class:`inference.density.BatchedDensity`), else
-    eagerly, calling the density. A step's arguments keep their shapes and dtypes from call to
+    eagerly, calling the density (``eager``: a form of ``fn`` that may skip work by branching
+    on values, with the same results). A step's arguments keep their shapes and dtypes from call to
     call (one sampler run), so its fused form, once there, is looked up no more."""
 
-    def __init__(self, density: Density, fn: Callable[..., tuple[torch.Tensor, ...]]) -> None:
+    def __init__(
+        self,
+        density: Density,
+        fn: Callable[..., tuple[torch.Tensor, ...]],
+        eager: Callable[..., tuple[torch.Tensor, ...]] | None = None,
+    ) -> None:
         self.density, self.fn = density, fn
+        self.eager = eager or fn  # the same step, free to branch on values: run uncompiled
         self._fuse = getattr(density, "fuse", None)
         self._fused: Callable[..., tuple[torch.Tensor, ...]] | None = None
 
@@ -284,7 +291,7 @@ class Step:
                 return fused(*args)
             except RuntimeError:  # a chain's point breaks the model: the eager step copes
                 pass
-        return self.fn(self.density, *args)
+        return self.eager(self.density, *args)
 
 
 def _nuts_leaf(
@@ -311,32 +318,48 @@ def _nuts_leaf(
     u: torch.Tensor,
     write: torch.Tensor,
     check: torch.Tensor,
+    eager: bool = False,
 ) -> tuple[torch.Tensor, ...]:
     """One leaf of the subtree being built, for the ``live`` chains (the others keep their
     state): a leapfrog step from the edge (cq, cp, cg, clp), multinomial sampling of the
     subtree's proposal (sq, slp, sg) with uniform ``u``, its log weight and momentum sum, the
     acceptance statistic and divergence. U-turn checkpoints: ``write`` (max_depth,) marks the
     row of ``p_ck`` / ``sum_ck`` this leaf stores (even leaves), ``check`` the rows it is checked
-    against (odd leaves; :func:`_checkpoints`)."""
+    against (odd leaves; :func:`_checkpoints`). ``eager``: skip the masking that changes nothing
+    (every chain live, no proposal taken, no checkpoint written or checked)."""
     nq, np_, nlp, ng = leapfrog(density, cq, cp, cg, eps, inv_mass)
     lv = live[:, None]
-    cq, cp, cg = torch.where(lv, nq, cq), torch.where(lv, np_, cp), torch.where(lv, ng, cg)
-    clp = torch.where(live, nlp, clp)
+    every = eager and bool(live.all())
+    if every:
+        cq, cp, cg, clp = nq, np_, ng, nlp
+    else:
+        cq, cp, cg = torch.where(lv, nq, cq), torch.where(lv, np_, cp), torch.where(lv, ng, cg)
+        clp = torch.where(live, nlp, clp)
     delta = torch.nan_to_num(kinetic(cp, inv_mass) - clp - h0, nan=math.inf)
     new_logw = torch.logaddexp(s_logw, -delta)
-    take = (u < (-delta - new_logw).exp()) & live
-    tk = take[:, None]
-    sq, slp, sg = torch.where(tk, cq, sq), torch.where(take, clp, slp), torch.where(tk, cg, sg)
-    s_logw = torch.where(live, new_logw, s_logw)
-    s_sum = torch.where(lv, s_sum + cp, s_sum)
-    sum_acc = sum_acc + torch.where(live, torch.clamp(torch.exp(-delta), max=1.0), 0.0)
-    n_leaves = n_leaves + live.to(n_leaves.dtype)
-    s_div = s_div | ((delta > MAX_DELTA_ENERGY) & live)
-    stored = write[:, :, None] & lv[None]
-    p_ck = torch.where(stored, cp[None], p_ck)
-    sum_ck = torch.where(stored, s_sum[None], sum_ck)
-    turned = _is_turning(p_ck, cp[None], s_sum[None] - sum_ck + p_ck, inv_mass[None])
-    s_turn = s_turn | ((turned & check).any(0) & live)
+    take = u < (-delta - new_logw).exp()
+    take = take if every else take & live
+    if not eager or bool(take.any()):
+        tk = take[:, None]
+        sq, slp = torch.where(tk, cq, sq), torch.where(take, clp, slp)
+        sg = torch.where(tk, cg, sg)
+    accept = torch.clamp(torch.exp(-delta), max=1.0)
+    if every:
+        s_logw, s_sum, sum_acc = new_logw, s_sum + cp, sum_acc + accept
+        n_leaves, s_div = n_leaves + 1, s_div | (delta > MAX_DELTA_ENERGY)
+    else:
+        s_logw = torch.where(live, new_logw, s_logw)
+        s_sum = torch.where(lv, s_sum + cp, s_sum)
+        sum_acc = sum_acc + torch.where(live, accept, 0.0)
+        n_leaves = n_leaves + live.to(n_leaves.dtype)
+        s_div = s_div | ((delta > MAX_DELTA_ENERGY) & live)
+    if not eager or bool(write.any()):
+        stored = write[:, :, None] & lv[None]
+        p_ck = torch.where(stored, cp[None], p_ck)
+        sum_ck = torch.where(stored, s_sum[None], sum_ck)
+    if not eager or bool(check.any()):
+        turned = _is_turning(p_ck, cp[None], s_sum[None] - sum_ck + p_ck, inv_mass[None])
+        s_turn = s_turn | ((turned & check).any(0) & live)
     return (
         cq,
         cp,
@@ -454,13 +477,17 @@ def _new_subtrees(st: dict[str, torch.Tensor], start: torch.Tensor, coin: torch.
 NUTS_STEP_NODES = 280
 
 
-def _nuts_async_step(density: Density, *args: torch.Tensor) -> tuple[torch.Tensor, ...]:
+def _nuts_async_step(
+    density: Density, *args: torch.Tensor, eager: bool = False
+) -> tuple[torch.Tensor, ...]:
     """One leapfrog step for every active chain in its own tree, then, per chain: a finished
     subtree merged into its tree (biased progressive sampling), a finished tree emitted as the
     chain's next draw and a new tree begun, a new subtree begun. No chain waits for another:
-    every density call advances every active chain. Branch-free, so it runs as one fused graph.
-    Returns the new state, then per chain: whether it emitted a draw, and the draw's
-    statistics (acceptance, divergence, depth, leapfrog steps, energy)."""
+    every density call advances every active chain. Branch-free, so it runs as one fused graph;
+    ``eager`` (run uncompiled) skips the bookkeeping no chain needs in this call (the same
+    results: most calls finish no subtree). Returns the new state, then per chain: whether it
+    emitted a draw, and the draw's statistics (acceptance, divergence, depth, leapfrog steps,
+    energy)."""
     k = len(ASYNC_GROUPS)
     st = _unpack(args[:k])
     eps, inv_mass, active, u, coin_merge, coin_dir, p_new, write_tab, check_tab = args[k:]
@@ -483,12 +510,16 @@ def _nuts_async_step(density: Density, *args: torch.Tensor) -> tuple[torch.Tenso
         u,
         write,
         check,
+        eager=eager,
     )
     names = ("cq", "cp", "cg", "clp", "s_logw", "s_sum", "sq", "slp", "sg", "s_turn", "s_div")
     st.update(zip(names, out[:11], strict=True))
     st["p_ck"], st["sum_ck"], st["sum_acc"], st["n_leaves"] = out[11:15]
     full = st["n"] + 1 >= torch.ones_like(st["depth"]) << st["depth"]
     sub_done = active & (st["s_turn"] | st["s_div"] | full)
+    if eager and not bool(sub_done.any()):  # no subtree finished: no merge, no draw
+        st["n"] = st["n"] + 1
+        return (*_pack(st), torch.zeros_like(sub_done), *_emitted(st))
     # merge the finished subtrees: never take a proposal from one that turned or diverged
     bad = st["s_turn"] | st["s_div"]
     accept = torch.where(bad, 0.0, torch.clamp(torch.exp(st["s_logw"] - st["log_w"]), max=1.0))
@@ -508,21 +539,28 @@ def _nuts_async_step(density: Density, *args: torch.Tensor) -> tuple[torch.Tenso
     st["diverging"] = st["diverging"] | (sub_done & st["s_div"])
     st["depth"] = st["depth"] + sub_done.long()
     tree_done = sub_done & (bad | turning | (st["depth"] >= max_depth))
-    emitted = (
+    emitted = _emitted(st)
+    if not eager or bool(tree_done.any()):
+        # a finished tree: its proposal is the chain's next draw, and a new tree starts there
+        st["q"] = torch.where(tree_done[:, None], st["pq"], st["q"])
+        st["g"] = torch.where(tree_done[:, None], st["pg"], st["g"])
+        st["lp"] = torch.where(tree_done, st["plp"], st["lp"])
+        _new_trees(st, tree_done, p_new, inv_mass)
+    st["n"] = st["n"] + 1
+    _new_subtrees(st, sub_done, coin_dir)
+    return (*_pack(st), tree_done, *emitted)
+
+
+def _emitted(st: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
+    """The statistics of each chain's current tree, emitted with its draw: acceptance,
+    divergence, depth, leapfrog steps, energy."""
+    return (
         st["sum_acc"] / st["n_leaves"].clamp(min=1),
         st["diverging"],
         st["depth"],
         st["n_leaves"],
         st["h0"].clone(),  # not a view of an input: AOT autograd would rebuild it every call
     )
-    # a finished tree: its proposal is the chain's next draw, and a new tree starts there
-    st["q"] = torch.where(tree_done[:, None], st["pq"], st["q"])
-    st["g"] = torch.where(tree_done[:, None], st["pg"], st["g"])
-    st["lp"] = torch.where(tree_done, st["plp"], st["lp"])
-    _new_trees(st, tree_done, p_new, inv_mass)
-    st["n"] = st["n"] + 1
-    _new_subtrees(st, sub_done, coin_dir)
-    return (*_pack(st), tree_done, *emitted)
 
 
 class PerChainAdaptation:
@@ -592,7 +630,7 @@ def nuts_sample(
     begin(torch.ones(B, dtype=torch.bool), inv_mass)
     packed = _pack(st)
     adapt = PerChainAdaptation(step, warmup, target_accept, D) if warmup else None
-    step_fn = Step(density, _nuts_async_step)
+    step_fn = Step(density, _nuts_async_step, functools.partial(_nuts_async_step, eager=True))
     getattr(density, "expect_step", lambda nodes: None)(NUTS_STEP_NODES)  # the compile's price
     total = warmup + num_samples
     draws = torch.empty(B, num_samples, D, dtype=dtype)

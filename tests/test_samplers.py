@@ -8,6 +8,7 @@ bookkeeping matches its definition; same seed, same numbers."""
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from types import SimpleNamespace
@@ -594,6 +595,36 @@ def test_the_fused_compiled_asynchronous_step_takes_the_eager_steps(name, dense)
     np.testing.assert_allclose(d1, d0, rtol=1e-4, atol=1e-4)
     for k in s0:
         np.testing.assert_allclose(s1[k].double(), s0[k].double(), rtol=1e-3, atol=1e-4)
+
+
+@pytest.mark.parametrize("name", ["eight_schools_noncentered", "three_coin"])
+def test_the_eager_step_skips_only_what_changes_nothing(name, monkeypatch):
+    """Run uncompiled, NUTS's step skips the masking that no chain needs in a call (no subtree
+    finished, every chain live, no checkpoint written): its draws, statistics and density
+    calls are bit for bit those of the branch-free step, warmup included (chains that reach
+    their iterations first wait, masked, so the skips meet partly live batches too)."""
+    e = zoo.get_model(name)
+    density = batched_density(e.model, e.load_data(), e.structure, 4, compile=False)
+    init, given = samplers.Step.__init__, []
+
+    def step_init(self, density, fn, eager=None, *, keep=True):  # noqa: ANN001, ANN202
+        given.append(eager is not None)
+        init(self, density, fn, eager if keep else None)
+
+    runs = []
+    for keep in (True, False):
+        monkeypatch.setattr(
+            samplers.Step, "__init__", functools.partialmethod(step_init, keep=keep)
+        )
+        gen = torch.Generator().manual_seed(shifted(11))
+        theta0 = density.initial_points(gen)
+        runs.append(samplers.nuts(density, theta0, num_samples=40, warmup=40, gen=gen))
+    assert given == [True, True]  # the first run took NUTS's eager form
+    eager, plain = runs
+    assert torch.equal(eager.theta, plain.theta)
+    assert eager.gradient_evals == plain.gradient_evals
+    for k in eager.stats:
+        assert torch.equal(eager.stats[k], plain.stats[k]), k
 
 
 def test_asynchronous_nuts_wastes_no_call_and_samples_a_gaussian():
