@@ -23,6 +23,7 @@ import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from tqdm.auto import tqdm
@@ -268,8 +269,8 @@ class Step:
     values: run as one compiled graph through the density where the density offers it
     (``density.fuse``, the compiled form of :class:`inference.density.BatchedDensity`), else
     eagerly, calling the density (``eager``: a form of ``fn`` that may skip work by branching
-    on values, with the same results). A step's arguments keep their shapes and dtypes from call to
-    call (one sampler run), so its fused form, once there, is looked up no more."""
+    on values, with the same results). A step's arguments keep their shapes and dtypes from
+    call to call (one sampler run), so its fused form, once there, is looked up no more."""
 
     def __init__(
         self,
@@ -330,29 +331,24 @@ def _nuts_leaf(
     nq, np_, nlp, ng = leapfrog(density, cq, cp, cg, eps, inv_mass)
     lv = live[:, None]
     every = eager and bool(live.all())
-    if every:
-        cq, cp, cg, clp = nq, np_, ng, nlp
-    else:
-        cq, cp, cg = torch.where(lv, nq, cq), torch.where(lv, np_, cp), torch.where(lv, ng, cg)
-        clp = torch.where(live, nlp, clp)
+
+    def live_only(mask: torch.Tensor, new: Any, old: Any) -> Any:  # where the chain is live
+        return new if every else torch.where(mask, new, old)
+
+    cq, cp, cg = live_only(lv, nq, cq), live_only(lv, np_, cp), live_only(lv, ng, cg)
+    clp = live_only(live, nlp, clp)
     delta = torch.nan_to_num(kinetic(cp, inv_mass) - clp - h0, nan=math.inf)
     new_logw = torch.logaddexp(s_logw, -delta)
-    take = u < (-delta - new_logw).exp()
-    take = take if every else take & live
+    take = live_only(live, u < (-delta - new_logw).exp(), False)
     if not eager or bool(take.any()):
         tk = take[:, None]
         sq, slp = torch.where(tk, cq, sq), torch.where(take, clp, slp)
         sg = torch.where(tk, cg, sg)
-    accept = torch.clamp(torch.exp(-delta), max=1.0)
-    if every:
-        s_logw, s_sum, sum_acc = new_logw, s_sum + cp, sum_acc + accept
-        n_leaves, s_div = n_leaves + 1, s_div | (delta > MAX_DELTA_ENERGY)
-    else:
-        s_logw = torch.where(live, new_logw, s_logw)
-        s_sum = torch.where(lv, s_sum + cp, s_sum)
-        sum_acc = sum_acc + torch.where(live, accept, 0.0)
-        n_leaves = n_leaves + live.to(n_leaves.dtype)
-        s_div = s_div | ((delta > MAX_DELTA_ENERGY) & live)
+    s_logw = live_only(live, new_logw, s_logw)
+    s_sum = live_only(lv, s_sum + cp, s_sum)
+    sum_acc = sum_acc + live_only(live, torch.clamp(torch.exp(-delta), max=1.0), 0.0)
+    n_leaves = n_leaves + live_only(live, 1.0, 0.0)
+    s_div = s_div | live_only(live, delta > MAX_DELTA_ENERGY, False)
     if not eager or bool(write.any()):
         stored = write[:, :, None] & lv[None]
         p_ck = torch.where(stored, cp[None], p_ck)

@@ -12,6 +12,7 @@ import torch
 from scipy.special import betaln, logit
 
 import zoo
+from inference.laplace import _newton
 
 BLR = zoo.get_model("bayesian_linear_regression")
 
@@ -109,8 +110,6 @@ def test_newton_goes_by_the_gradient_where_the_rise_is_below_the_values_rounding
     density's value (a GP's Cholesky leaves about 1e-13): a rise test on values would refuse
     every step and stop at |gradient| 1e-7. Where the rise is below that rounding, a step that
     shrinks the gradient is taken, and the mode is found to machine precision."""
-    from inference.laplace import _newton
-
     c, x0 = 100.0, torch.full((3,), 1e-9, dtype=torch.float64)
 
     def f(x):  # -c |x|^2 / 2, its value 1e-13 lower away from x0 (rounding: no gradient)
