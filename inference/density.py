@@ -8,9 +8,11 @@ order (each one checked against the plain per-chain computation at fresh points 
 used; a form that fails or disagrees is dropped with a warning that says why):
 
 ``compiled``  the ``vmap``-ed value-and-gradient traced once into an aten graph by ``make_fx``
-              and compiled by TorchInductor (needs a C compiler); a sampler's whole step
-              (leapfrog, density and bookkeeping) can be fused into one compiled graph
-              (:meth:`BatchedDensity.fuse`);
+              (simplified: :mod:`inference.simplify` folds its constants, drops identities and
+              repeats: 107 of 191 nodes kept on eight_schools_noncentered, a call 140 us
+              against 260 traced) and compiled by TorchInductor (needs a C compiler); a
+              sampler's whole step (leapfrog, density and bookkeeping) can be fused into one
+              compiled graph (:meth:`BatchedDensity.fuse`);
 ``traced``    the same graph, run uncompiled: as TorchScript (``torch.jit.trace`` of the graph,
               run by TorchScript's C++ interpreter: 2-5 times faster a call than the FX
               ``GraphModule``'s Python, no compiler needed), or as the ``GraphModule`` where
@@ -51,6 +53,7 @@ from .discrete import enumerated
 from .reference import as_dtype
 from .results import one_line
 from .runtime import default_dtype, on_device
+from .simplify import simplify
 from .structure import ModelStructure, init_strategy
 
 MODES = ("compiled", "traced", "vmap", "loop")
@@ -264,11 +267,10 @@ class BatchedDensity:
             return "loop", self._loop
         try:
             with _functional():
-                graph = make_fx(eager)(probe)
+                # the graph gives what a sampler takes: a point outside the support as -inf
+                graph = make_fx(lambda theta: sanitised(*eager(theta)))(probe)
             failed_factor_as_nan(graph)
-            # values the density does not use (a model's deterministic sites) are dropped
-            graph.graph.eliminate_dead_code()
-            graph.recompile()
+            simplify(graph)  # also drops what the density does not use (deterministic sites)
             self._graph = graph
             self._check(graph, probe, reference=self._eager_at, fresh=True)
         except Exception as e:  # noqa: BLE001
@@ -348,7 +350,7 @@ class BatchedDensity:
         graph, started = self._graph, time.perf_counter()
 
         def through_graph(*a: torch.Tensor) -> tuple[torch.Tensor, ...]:
-            return step(lambda theta: sanitised(*graph(theta)), *a)
+            return step(graph, *a)
 
         fused: Callable[..., Any] | None
         try:
@@ -423,8 +425,8 @@ class BatchedDensity:
         points = [probe, *self._fresh] if fresh else [probe]
         for x in points:
             with _functional():
-                v1, g1 = fn(x)
-                v0, g0 = reference(x)
+                v1, g1 = sanitised(*fn(x))
+                v0, g0 = sanitised(*reference(x))
             ok = _close(v1, v0) and _close(g1, g0)
             if not ok:
                 raise ValueError(
@@ -461,14 +463,13 @@ class BatchedDensity:
         try:
             if self.mode in ("vmap", "loop"):
                 with _functional():
-                    value, grad = self._fn(theta)
+                    value, grad = sanitised(*self._fn(theta))
             else:
-                value, grad = self._fn(theta)
+                value, grad = self._fn(theta)  # the graph sanitises
         except RuntimeError:  # one chain's point breaks the model (a Cholesky, ...): the others
             with _functional():  # are evaluated one at a time, the breaking ones get -inf
-                value, grad = self._loop(theta, tolerant=True)
+                value, grad = sanitised(*self._loop(theta, tolerant=True))
         self._spent += time.perf_counter() - start
-        value, grad = sanitised(value, grad)
         return value.detach(), grad.detach()
 
     def values(self, theta: torch.Tensor) -> torch.Tensor:
@@ -485,13 +486,13 @@ class BatchedDensity:
             try:
                 if self.mode in ("vmap", "loop"):
                     with _functional():
-                        value, grad = self._fn(chunk)
+                        value, grad = sanitised(*self._fn(chunk))
                 else:
-                    value, grad = self._traced(chunk)
+                    value, grad = self._traced(chunk)  # the graph sanitises
             except RuntimeError:
                 with _functional():
-                    value, grad = self._loop(chunk, tolerant=True)
-            out.append(sanitised(value, grad)[0][:n].detach())
+                    value, grad = sanitised(*self._loop(chunk, tolerant=True))
+            out.append(value[:n].detach())
         return torch.cat(out)
 
     def constrain(self, theta: torch.Tensor) -> dict[str, torch.Tensor]:
