@@ -266,11 +266,12 @@ def _checkpoints(leaf: int) -> tuple[int, int]:
 
 class Step:
     """A sampler's step ``fn(density, *tensors) -> tensors``, written without Python branches on
-    values: run as one compiled graph through the density where the density offers it
-    (``density.fuse``, the compiled form of :class:`inference.density.BatchedDensity`), else
-    eagerly, calling the density (``eager``: a form of ``fn`` that may skip work by branching
-    on values, with the same results). A step's arguments keep their shapes and dtypes from
-    call to call (one sampler run), so its fused form, once there, is looked up no more."""
+    values: run as one graph through the density where the density offers it (``density.fuse``
+    of :class:`inference.density.BatchedDensity`: compiled, or TorchScript where the density is
+    traced), else eagerly, calling the density (``eager``: a form of ``fn`` that may skip work
+    by branching on values, with the same results). A step's arguments keep their shapes and
+    dtypes from call to call (one sampler run), so its fused form, once there, is looked up
+    again only when the density's mode changes (a traced density compiled mid-run)."""
 
     def __init__(
         self,
@@ -282,11 +283,14 @@ class Step:
         self.eager = eager or fn  # the same step, free to branch on values: run uncompiled
         self._fuse = getattr(density, "fuse", None)
         self._fused: Callable[..., tuple[torch.Tensor, ...]] | None = None
+        self._mode: object = ()  # the density's mode the fused form was asked for
 
     def __call__(self, *args: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        mode = getattr(self.density, "mode", None)
+        if self._fuse is not None and (self._fused is None or mode != self._mode):
+            # asked again while there is none, or the density compiled mid-run
+            self._fused, self._mode = self._fuse(self.fn, args), mode
         fused = self._fused
-        if fused is None and self._fuse is not None:  # asked again: the density may compile
-            fused = self._fused = self._fuse(self.fn, args)
         if fused is not None:
             try:
                 return fused(*args)

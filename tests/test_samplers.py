@@ -327,27 +327,35 @@ def _transitions(density, step, n=6):
 
 @needs_compiler
 @pytest.mark.parametrize("name", ["eight_schools_noncentered", "three_coin"])
-def test_the_fused_compiled_hmc_step_takes_the_eager_steps(name):
-    """HMC's masked leapfrog step fused through the compiled density walks the same
-    trajectories as the eager step: the same draws and statistics, transition after transition
-    (NUTS's step: test_the_fused_compiled_asynchronous_step_takes_the_eager_steps)."""
+def test_the_fused_compiled_hmc_step_takes_the_eager_steps(name, monkeypatch):
+    """HMC's masked leapfrog step fused through the density, compiled or as TorchScript,
+    walks the same trajectories as the eager step: the same draws and statistics, transition
+    after transition (NUTS's step: test_the_fused_compiled_asynchronous_step_takes_the_eager_
+    steps)."""
     e = zoo.get_model(name)
     fn = samplers._masked_leapfrog
-    eager = batched_density(e.model, e.load_data(), e.structure, 3)
+    traced = batched_density(e.model, e.load_data(), e.structure, 3)
     fused = batched_density(e.model, e.load_data(), e.structure, 3, compile=True)
-    want = _transitions(eager, samplers.Step(eager, fn))
-    got = _transitions(fused, samplers.Step(fused, fn))
-    assert [f for (step, _), f in fused._fused.items() if step is fn and f], fused.reasons
-    for (q1, st1), (q0, st0) in zip(got, want, strict=True):
-        np.testing.assert_allclose(q1, q0, rtol=1e-4, atol=1e-4)
-        for k in st0:
-            np.testing.assert_allclose(st1[k].double(), st0[k].double(), rtol=1e-3, atol=1e-4)
-    # the seconds spent tracing and compiling are counted (a run's diagnostics["compile_s"]),
-    # once: the step compiled, a new run on the same density compiles nothing
-    assert fused.compile_s > 0 and eager.compile_s == 0
-    fused.start_run(auto_compile=False)
-    assert _transitions(fused, samplers.Step(fused, fn))[-1][0].equal(got[-1][0])
-    assert fused.compile_s == 0
+    monkeypatch.setenv("ZOO_TORCHSCRIPT", "0")  # the eager step: the density fuses nothing
+    want = _transitions(traced, samplers.Step(traced, fn))
+    assert traced.compile_s == 0 and not any(step is fn for _, step, _ in traced._fused)
+    monkeypatch.delenv("ZOO_TORCHSCRIPT")
+    for density in (traced, fused):
+        density.start_run(auto_compile=False)
+        got = _transitions(density, samplers.Step(density, fn))
+        assert [f for (_, step, _), f in density._fused.items() if step is fn and f], (
+            density.reasons
+        )
+        for (q1, st1), (q0, st0) in zip(got, want, strict=True):
+            np.testing.assert_allclose(q1, q0, rtol=1e-4, atol=1e-4)
+            for k in st0:
+                np.testing.assert_allclose(st1[k].double(), st0[k].double(), rtol=1e-3, atol=1e-4)
+        # the seconds spent tracing and compiling are counted (a run's diagnostics
+        # ["compile_s"]), once: the step built, a new run on the same density builds nothing
+        assert density.compile_s > 0
+        density.start_run(auto_compile=False)
+        assert _transitions(density, samplers.Step(density, fn))[-1][0].equal(got[-1][0])
+        assert density.compile_s == 0
 
 
 def test_a_step_asks_for_its_fused_form_until_the_density_has_one():
@@ -571,13 +579,14 @@ def test_bad_sampler_options_are_refused():
      ("eight_schools_noncentered", True)],
     ids=["eight_schools_noncentered", "three_coin", "eight_schools_noncentered-dense"],
 )  # fmt: skip
-def test_the_fused_compiled_asynchronous_step_takes_the_eager_steps(name, dense):
+def test_the_fused_compiled_asynchronous_step_takes_the_eager_steps(name, dense, monkeypatch):
     """The asynchronous NUTS step (leaf, subtree merge, draw emission, new trees: one graph)
-    fused through the compiled density gives the eager step's draws and statistics, under a
-    diagonal metric and under a dense one (each chain its own)."""
+    fused through the density, compiled or as TorchScript, gives the eager step's draws and
+    statistics, under a diagonal metric and under a dense one (each chain its own)."""
     e = zoo.get_model(name)
     runs = []
-    for compile_ in (False, True):
+    for compile_, scripted in ((False, "0"), (False, "1"), (True, "1")):
+        monkeypatch.setenv("ZOO_TORCHSCRIPT", scripted)  # "0": the step runs eagerly
         density = batched_density(e.model, e.load_data(), e.structure, 3, compile=compile_)
         gen = torch.Generator().manual_seed(5)
         q = density.initial_points(gen)
@@ -588,12 +597,22 @@ def test_the_fused_compiled_asynchronous_step_takes_the_eager_steps(name, dense)
             D = q.shape[1]
             a = torch.linspace(-1, 1, 3 * D * D, dtype=q.dtype).reshape(3, D, D)
             metric = 0.5 * torch.eye(D, dtype=q.dtype) + 0.2 * a @ a.mT
+        given: list[object] = []  # what the density gives NUTS's step to run
+
+        def fuse(fn, a, given=given, fuse=density.fuse):  # noqa: ANN001, ANN202
+            given.append(fuse(fn, a))
+            return given[-1]
+
+        monkeypatch.setattr(density, "fuse", fuse)
         runs.append(samplers.nuts_sample(density, q, logp, grad, step, metric, gen, 8))
-    (d0, s0, c0, _), (d1, s1, c1, _) = runs
-    assert c0 == c1
-    np.testing.assert_allclose(d1, d0, rtol=1e-4, atol=1e-4)
-    for k in s0:
-        np.testing.assert_allclose(s1[k].double(), s0[k].double(), rtol=1e-3, atol=1e-4)
+        monkeypatch.delattr(density, "fuse")
+        assert given and all((f is not None) == (scripted == "1") for f in given), density.reasons
+    (d0, s0, c0, _), *others = runs
+    for d1, s1, c1, _ in others:
+        assert c0 == c1
+        np.testing.assert_allclose(d1, d0, rtol=1e-4, atol=1e-4)
+        for k in s0:
+            np.testing.assert_allclose(s1[k].double(), s0[k].double(), rtol=1e-3, atol=1e-4)
 
 
 @pytest.mark.parametrize("name", ["eight_schools_noncentered", "three_coin"])
@@ -604,6 +623,7 @@ def test_the_eager_step_skips_only_what_changes_nothing(name, monkeypatch):
     their iterations first wait, masked, so the skips meet partly live batches too)."""
     e = zoo.get_model(name)
     density = batched_density(e.model, e.load_data(), e.structure, 4, compile=False)
+    monkeypatch.setenv("ZOO_TORCHSCRIPT", "0")  # the step runs eagerly, not as TorchScript
     init = samplers.Step.__init__
 
     def without_eager(self, density, fn, eager=None):  # noqa: ANN001, ANN202
