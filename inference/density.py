@@ -380,7 +380,8 @@ class BatchedDensity:
             self.reasons["fused"] = one_line(e)
             fused = None
         self._fused[key] = fused
-        self.compile_s += time.perf_counter() - started
+        if self.mode == "compiled":  # scripting takes a few tenths of a second: not counted
+            self.compile_s += time.perf_counter() - started
         return fused
 
     def start_run(self, *, auto_compile: bool) -> None:
