@@ -380,8 +380,11 @@ class BatchedDensity:
             self.reasons["fused"] = one_line(e)
             fused = None
         self._fused[key] = fused
-        if self.mode == "compiled":  # scripting takes a few tenths of a second: not counted
-            self.compile_s += time.perf_counter() - started
+        spent = time.perf_counter() - started
+        if self.mode == "compiled":
+            self.compile_s += spent
+        else:  # scripting (a few tenths of a second, seconds for hmm's graph) is not compiling,
+            self._started += spent  # nor the run's pace, which decides whether to compile
         return fused
 
     def start_run(self, *, auto_compile: bool) -> None:
