@@ -88,6 +88,12 @@ VECTORISE_FROM = 16
 # that would gain.
 COMPILE_S, COMPILE_S_PER_NODE, COMPILED_PACE = 2.0, 0.015, 0.35
 BARE_COMPILE_AFTER = 300  # compiled mode: density calls outside a fused step before it compiles
+# Inductor checks each vector instruction set the CPU reports by compiling and loading a test
+# program, once per machine (its compile cache) and per process (the loads): 7 of the 13 s of a
+# first compile with that cache empty (HMC's step on eight_schools: 6.2 s without the check),
+# even for scalar code. The CPU's own flags are trusted instead (the same AVX-512/AVX2 list here);
+# setting this environment variable (0 or 1) gives inductor's own choice back.
+VEC_ISA_ENV = "TORCHINDUCTOR_VEC_ISA_OK"
 # ZOO_AUTO_COMPILE=0 keeps runs with jit=None on the traced graph (jit=True still compiles). The
 # test suite sets it: on a fresh machine, with inductor's cache cold, a model's first compile
 # costs 10-20 s, more than a smoke-sized run takes on the traced graph.
@@ -591,10 +597,13 @@ def _inductor(
     # (AOT autograd's own cache cannot key a graph holding the model's data, and says so on
     # stderr: it is left out)
     fake = FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv())
+    options: dict[str, Any] = {"cpp.simdlen": None if rows >= VECTORISE_FROM else 1}
+    if VEC_ISA_ENV not in os.environ:
+        options["cpp.vec_isa_ok"] = True  # see VEC_ISA_ENV
     with (
         tracing(TracingContext(fake)),
         torch._functorch.config.patch(enable_autograd_cache=False),
-        torch._inductor.config.patch({"cpp.simdlen": None if rows >= VECTORISE_FROM else 1}),
+        torch._inductor.config.patch(options),
     ):
         compiled = torch._inductor.compile(graph, example)
 

@@ -23,6 +23,7 @@ from seeding import shifted
 from torch._dynamo.utils import counters
 from torch._higher_order_ops.effects import has_effects
 from torch.distributions import constraints
+from torch.fx.experimental.proxy_tensor import make_fx
 
 import zoo
 from inference import density as density_module
@@ -306,6 +307,33 @@ def test_inductor_writes_scalar_cpu_code_for_small_batches(monkeypatch, rows):
     assert seen == [1 if rows < density_module.VECTORISE_FROM else None]
     assert inductor.config.cpp.simdlen is None  # the setting does not leak out
     assert torch.equal(fn(torch.zeros(rows, 2))[0], torch.zeros(rows, 2))
+
+
+@needs_compiler
+def test_inductor_trusts_the_cpus_instruction_sets_without_building_probes(monkeypatch):
+    """The vector instruction sets the CPU reports are trusted: no test program is compiled and
+    loaded for each (7 s of a first compile on a machine; inductor still probes an ISA's
+    extras, AVX-512's bf16 and VNNI), unless the user sets inductor's own
+    TORCHINDUCTOR_VEC_ISA_OK."""
+    from torch._inductor import cpu_vec_isa
+
+    builds = []
+
+    def check_build(self, code):  # noqa: ANN001, ANN202
+        builds.append(code)
+        return True
+
+    monkeypatch.setattr(cpu_vec_isa.VecISA, "check_build", check_build)
+    monkeypatch.delenv(density_module.VEC_ISA_ENV, raising=False)
+    cpu_vec_isa.valid_vec_isa_list.cache_clear()  # each process asks once; ask afresh here
+    try:
+        for rows in (2, density_module.VECTORISE_FROM):
+            x = torch.linspace(-1, 1, 2 * rows).reshape(rows, 2)
+            fn = density_module._inductor(make_fx(lambda x: (x.sin() * 3,))(x), [x], rows=rows)
+            torch.testing.assert_close(fn(x)[0], x.sin() * 3)
+    finally:
+        cpu_vec_isa.valid_vec_isa_list.cache_clear()
+    assert cpu_vec_isa.VecISA._avx_code not in builds
 
 
 def _transitions(density, step, n=6):
