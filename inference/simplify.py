@@ -143,14 +143,17 @@ def _fold(gm: GraphModule, pinned: set[Node]) -> None:
             consts[node] = result
         elif isinstance(result, tuple | list) and all(isinstance(r, torch.Tensor) for r in result):
             consts[node] = tuple(result)
+    # a value the graph returns is still computed (from folded inputs) on each call: a caller
+    # gets a tensor of its own, never the graph's constant
+    for node in list(consts):
+        if any(u.op == "output" for u in node.users):
+            del consts[node]
     # replace the folded nodes that something not folded uses by constants
-    outputs = set(graph.find_nodes(op="output"))
     count = 0
     for node in list(consts):
         if node.op == "get_attr" or not isinstance(consts[node], torch.Tensor):
             continue
-        users = [u for u in node.users if u not in consts or u in outputs]
-        if not users:
+        if all(u in consts for u in node.users):
             continue
         name = f"_folded_{count}"
         count += 1
@@ -158,7 +161,7 @@ def _fold(gm: GraphModule, pinned: set[Node]) -> None:
         with graph.inserting_before(node):
             attr = graph.create_node("get_attr", name)  # a plain tensor attribute, as make_fx's
         attr.meta = dict(node.meta)
-        node.replace_all_uses_with(attr, delete_user_cb=lambda u: u not in consts or u in outputs)
+        node.replace_all_uses_with(attr, delete_user_cb=lambda u: u not in consts)
 
 
 def _attr(gm: GraphModule, target: str) -> Any:

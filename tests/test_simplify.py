@@ -82,3 +82,20 @@ def test_a_model_density_graph_shrinks_and_keeps_its_values():
             want = dens._loop(x)
         for a, b in zip(dens(x), want, strict=True):
             torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+
+
+def test_a_constant_the_graph_returns_is_a_fresh_tensor_each_call():
+    """A returned value that folds to a constant is still computed on each call (from folded
+    inputs): a caller that writes into it does not change what the next call returns."""
+    base = torch.tensor([1.0, 2.0, 3.0])
+
+    def f(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return x + 1, torch.log(base) * 2
+
+    x = torch.zeros(3)
+    gm = make_fx(f)(x)
+    simplify(gm)
+    assert aten.log.default not in _ops(gm)  # the input of the returned product is folded
+    first = gm(x)[1]
+    first.fill_(0.0)
+    torch.testing.assert_close(gm(x)[1], torch.log(base) * 2)
