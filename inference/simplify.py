@@ -25,6 +25,7 @@ points before using it, as it checks every form.
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 import torch
@@ -101,7 +102,8 @@ def _written(graph: torch.fx.Graph) -> set[Node]:
                 continue
             while isinstance(arg, Node):
                 pinned.add(arg)
-                arg = arg.args[0] if _op(arg) in _VIEWS and arg.args else None
+                through = _op(arg) in _VIEWS or _op(arg) is operator.getitem  # (unbind's parts)
+                arg = arg.args[0] if through and arg.args else None
     return pinned
 
 
@@ -259,6 +261,8 @@ def _merge(graph: torch.fx.Graph, pinned: set[Node]) -> None:
         target = _op(node)
         if target is None or node in pinned or not _pure(target):
             continue
+        if any(n in pinned for n in node.all_input_nodes):
+            continue  # it reads storage written in place: equal nodes may read different values
         try:
             key = (target, _key(node.args), _key(tuple(sorted(node.kwargs.items()))))
             hash(key)

@@ -99,3 +99,22 @@ def test_a_constant_the_graph_returns_is_a_fresh_tensor_each_call():
     first = gm(x)[1]
     first.fill_(0.0)
     torch.testing.assert_close(gm(x)[1], torch.log(base) * 2)
+
+
+def test_reads_around_an_in_place_write_are_not_merged_nor_its_parts_folded():
+    """Two equal reads of a tensor, one before and one after an in-place write into one of its
+    parts (an unbind's), are two values; the copy written into is made afresh each call."""
+    base = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
+
+    def f(x: torch.Tensor) -> torch.Tensor:
+        c = base.clone()
+        before = c.sum()
+        c.unbind(0)[0].masked_fill_(x[0] > 0, 10.0)
+        after = c.sum()
+        return x + before * 100 + after
+
+    x = torch.tensor([1.0, 1.0])
+    gm = make_fx(f)(x)
+    simplify(gm)
+    for point in (x, -x, x):
+        torch.testing.assert_close(gm(point), f(point))
