@@ -12,15 +12,18 @@ compiles them all. :func:`simplify` rewrites the graph in place:
   numbers, or nodes folded before it), or a ``zeros_like``/``ones_like``/``full_like`` of a
   shape the graph fixes, is computed once and becomes a constant of the graph;
 - **identities**: ``neg(neg(x))``, ``x ** 1``, ``x * 1``, ``x / 1``, ``x + 0``, ``x - 0``,
-  ``0 + x`` and views or expands to the shape ``x`` already has are ``x``, where the dtype and
-  shape match (no broadcasting hides behind them);
+  ``0 + x``, views or expands to the shape ``x`` already has, and a sum over the dimension an
+  unsqueeze added are ``x``, where the dtype and shape match (no broadcasting hides behind
+  them);
 - **common subexpressions**: two nodes with the same operation on the same inputs are one.
 
-Nothing random is folded or merged, and nothing an in-place operation writes to (nor the views
-that lead to it), so every call still gets fresh storage where the graph mutates it. The
-result computes the same numbers up to the rounding of the constants' order of operations;
-:class:`inference.density.BatchedDensity` checks it against the model's eager density at fresh
-points before using it, as it checks every form.
+Nothing random is folded or merged, nothing an in-place operation writes to (nor the views
+that lead to it) and nothing that reads such storage, so every call still gets fresh storage
+where the graph mutates it; a value the graph returns is computed on each call (from folded
+inputs), so a caller never holds the graph's own constant. The result computes the same
+numbers up to the rounding of the constants' order of operations (and the sign of a zero:
+``x + 0``); :class:`inference.density.BatchedDensity` checks it against the model's eager
+density at fresh points before using it, as it checks every form.
 """
 
 from __future__ import annotations
