@@ -12,9 +12,9 @@ compiles them all. :func:`simplify` rewrites the graph in place:
   numbers, or nodes folded before it), or a ``zeros_like``/``ones_like``/``full_like`` of a
   shape the graph fixes, is computed once and becomes a constant of the graph;
 - **identities**: ``neg(neg(x))``, ``x ** 1``, ``x * 1``, ``x / 1``, ``x + 0``, ``x - 0``,
-  ``0 + x``, views or expands to the shape ``x`` already has, and a sum over the dimension an
-  unsqueeze added are ``x``, where the dtype and shape match (no broadcasting hides behind
-  them);
+  ``0 + x``, views, expands and permutations that keep the shape and strides ``x`` already
+  has, and a sum over the dimension an unsqueeze added are ``x``, where the dtype and shape
+  match (no broadcasting hides behind them);
 - **common subexpressions**: two nodes with the same operation on the same inputs are one.
 
 Nothing random is folded or merged, nothing an in-place operation writes to (nor the views
@@ -59,6 +59,20 @@ _VIEWS = {
     aten.unbind.int,
     aten.split.Tensor,
     aten.detach.default,
+}
+# views that are the identity where their output keeps the input's shape and strides (a
+# permutation of the dimensions in order: hmm's graph had 113 of them); not detach, which also
+# cuts autograd
+_LAYOUT_VIEWS = {
+    aten.view.default,
+    aten._unsafe_view.default,
+    aten.expand.default,
+    aten.reshape.default,
+    aten.permute.default,
+    aten.transpose.int,
+    aten.squeeze.dim,
+    aten.squeeze.dims,
+    aten.alias.default,
 }
 _FILLS = {aten.zeros_like.default: 0.0, aten.ones_like.default: 1.0}
 # at most this many elements in a folded constant that is not a view (a fold must not turn a
@@ -225,7 +239,7 @@ def _identity_of(node: Node) -> Node | None:
         if rank is None or [d % rank for d in other] != [x.args[1] % rank]:
             return None
         x = x.args[0]
-    elif target not in (aten.view.default, aten.expand.default, aten.reshape.default):
+    elif target not in _LAYOUT_VIEWS:
         return None
     return x if _same(node, x) else None
 
