@@ -190,10 +190,6 @@ def _attr(gm: GraphModule, target: str) -> Any:
     return obj
 
 
-def _scalar(arg: Any) -> float | None:
-    return float(arg) if isinstance(arg, int | float) and not isinstance(arg, bool) else None
-
-
 def _same(node: Node, arg: Any) -> bool:
     """``node`` has the shape, dtype and strides of ``arg`` (a node): replacing it changes
     nothing its users see."""
@@ -225,7 +221,7 @@ def _identity_of(node: Node) -> Node | None:
         elif len(args) != 2 or not _is(other, 0.0):
             return None
     elif target is aten.pow.Tensor_Scalar:
-        if _scalar(other) != 1.0:
+        if not _is(other, 1.0):
             return None
     elif target is aten.sum.dim_IntList:
         # the sum over a dimension an unsqueeze added: the unsqueezed tensor
