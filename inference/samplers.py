@@ -271,15 +271,20 @@ class Step:
     traced), else eagerly, calling the density (``eager``: a form of ``fn`` that may skip work
     by branching on values, with the same results). A step's arguments keep their shapes and
     dtypes from call to call (one sampler run), so its fused form, once there, is looked up
-    again only when the density's mode changes (a traced density compiled mid-run)."""
+    again only when the density's mode changes (a traced density compiled mid-run).
+    ``reuse_outputs``: the caller is done with a call's outputs by the call after next (a
+    sampler's state passed on from step to step), so a compiled step may write into the buffers
+    of two calls before (see :meth:`inference.density.BatchedDensity.fuse`)."""
 
     def __init__(
         self,
         density: Density,
         fn: Callable[..., tuple[torch.Tensor, ...]],
         eager: Callable[..., tuple[torch.Tensor, ...]] | None = None,
+        *,
+        reuse_outputs: bool = False,
     ) -> None:
-        self.density, self.fn = density, fn
+        self.density, self.fn, self.reuse_outputs = density, fn, reuse_outputs
         self.eager = eager or fn  # the same step, free to branch on values: run uncompiled
         self._fuse = getattr(density, "fuse", None)
         self._fused: Callable[..., tuple[torch.Tensor, ...]] | None = None
@@ -289,7 +294,8 @@ class Step:
         mode = getattr(self.density, "mode", None)
         if self._fuse is not None and (self._fused is None or mode != self._mode):
             # asked again while there is none, or the density compiled mid-run
-            self._fused, self._mode = self._fuse(self.fn, args), mode
+            reuse = {"reuse_outputs": True} if self.reuse_outputs else {}
+            self._fused, self._mode = self._fuse(self.fn, args, **reuse), mode
         fused = self._fused
         if fused is not None:
             try:
@@ -630,7 +636,9 @@ def nuts_sample(
     begin(torch.ones(B, dtype=torch.bool), inv_mass)
     packed = _pack(st)
     adapt = PerChainAdaptation(step, warmup, target_accept, D) if warmup else None
-    step_fn = Step(density, _nuts_async_step, functools.partial(_nuts_async_step, eager=True))
+    eager = functools.partial(_nuts_async_step, eager=True)
+    # a call's outputs are the state the next call takes, and read before the call after it
+    step_fn = Step(density, _nuts_async_step, eager, reuse_outputs=True)
     getattr(density, "expect_step", lambda nodes: None)(NUTS_STEP_NODES)  # the compile's price
     total = warmup + num_samples
     draws = torch.empty(B, num_samples, D, dtype=dtype)
@@ -641,18 +649,17 @@ def nuts_sample(
     count = torch.zeros(B, dtype=torch.long)  # iterations done, warmup included
     calls, shown = 0, 0
     tick = getattr(density, "tick", lambda it, total: None)
-    while True:
-        active = count < total
-        if not active.any():
-            break
-        rand = torch.rand(3, B, generator=gen, dtype=dtype)
+    k = len(ASYNC_GROUPS)
+    # what changes only when a chain emits a draw is computed then, not at every call
+    active, eps = count < total, step[:, None]
+    while bool(active.any()):
+        rand = torch.rand(3, B, generator=gen, dtype=dtype).unbind(0)
         p_new = draw_momenta(torch.randn(B, D, generator=gen, dtype=dtype), factor)
-        out = step_fn(*packed, step[:, None], inv_mass, active, *rand, p_new, *tables)
+        out = step_fn(*packed, eps, inv_mass, active, *rand, p_new, *tables)
         calls += 1
         # a compiled step's outputs may come back with other strides than it was traced with
-        k = len(ASYNC_GROUPS)
         packed = tuple(t.contiguous() for t in out[:k])
-        done, emitted = out[k] & active, out[k + 1 :]
+        done, emitted = out[k], out[k + 1 :]  # done: a tree ended, only ever in active chains
         if not done.any():
             continue
         st = _unpack(packed)
@@ -668,6 +675,7 @@ def nuts_sample(
             final = warm & (it + 1 == warmup)  # warmup's end: the dual average's step size
             step = torch.where(final, adapt.da.final, adapt.da.log_step.exp())
             adapt.da.restart(step, final)  # done adapting: log_step holds the final step
+            eps = step[:, None]
         keep = done & (it >= warmup)
         if keep.any():
             rows = keep.nonzero().squeeze(1)
@@ -676,6 +684,7 @@ def nuts_sample(
             for name, value in zip(names, emitted, strict=True):
                 stats[name][rows, at] = value[rows].to(stats[name].dtype)
         count = count + done.long()
+        active = count < total
         least = int(count.min())
         if least > shown:
             tick(least - 1, total)
@@ -1127,7 +1136,8 @@ def _hmc_with_proposal(
     leapfrog_step: Step | None = None,
 ) -> tuple:
     """:func:`hmc_transition` that also returns the proposal and its momentum (for ChEES)."""
-    leapfrog_step = leapfrog_step or Step(density, _masked_leapfrog)
+    # each call's outputs are the next call's inputs; the last are read before the next draw
+    leapfrog_step = leapfrog_step or Step(density, _masked_leapfrog, reuse_outputs=True)
     B, D = q.shape
     n = torch.ceil(n_steps).clamp(1, max_steps).long()
     p0 = momentum(q, inv_mass, gen)

@@ -366,12 +366,12 @@ def test_the_fused_compiled_hmc_step_takes_the_eager_steps(name, monkeypatch):
     fused = batched_density(e.model, e.load_data(), e.structure, 3, compile=True)
     monkeypatch.setenv("ZOO_TORCHSCRIPT", "0")  # the eager step: the density fuses nothing
     want = _transitions(traced, samplers.Step(traced, fn))
-    assert traced.compile_s == 0 and not any(step is fn for _, step, _ in traced._fused)
+    assert traced.compile_s == 0 and not any(step is fn for _, step, *_ in traced._fused)
     monkeypatch.delenv("ZOO_TORCHSCRIPT")
     for density in (traced, fused):
         density.start_run(auto_compile=False)
-        got = _transitions(density, samplers.Step(density, fn))
-        assert [f for (_, step, _), f in density._fused.items() if step is fn and f], (
+        got = _transitions(density, samplers.Step(density, fn, reuse_outputs=True))
+        assert [f for (_, step, *_), f in density._fused.items() if step is fn and f], (
             density.reasons
         )
         for (q1, st1), (q0, st0) in zip(got, want, strict=True):
@@ -383,8 +383,43 @@ def test_the_fused_compiled_hmc_step_takes_the_eager_steps(name, monkeypatch):
         # nothing; scripting (a few tenths of a second) is not compiling
         assert (density.compile_s > 0) == (density is fused)
         density.start_run(auto_compile=False)
-        assert _transitions(density, samplers.Step(density, fn))[-1][0].equal(got[-1][0])
+        again = samplers.Step(density, fn, reuse_outputs=True)
+        assert _transitions(density, again)[-1][0].equal(got[-1][0])
         assert density.compile_s == 0
+
+
+@needs_compiler
+def test_a_compiled_step_that_reuses_its_outputs_writes_into_those_of_two_calls_before():
+    """A fused compiled step told that its caller is done with a call's outputs by the call
+    after next runs without inductor's wrappers and writes into the buffers of two calls
+    before (the same tensors), with the values of the wrapped call; a step not told so
+    returns fresh tensors each call."""
+    e = zoo.get_model("eight_schools_noncentered")
+    density = batched_density(e.model, e.load_data(), e.structure, 3, compile=True)
+    gen = torch.Generator().manual_seed(3)
+    q = density.initial_points(gen)
+    logp, grad = density(q)
+    p = torch.randn(q.shape, generator=gen, dtype=q.dtype)
+    live = torch.tensor([True, False, True])
+    args = (q, p, grad, logp, torch.full((3, 1), 0.1, dtype=q.dtype), torch.ones_like(q), live)
+    fn = samplers._masked_leapfrog
+    reusing, fresh = (density.fuse(fn, args, reuse_outputs=r) for r in (True, False))
+    assert reusing is not None and fresh is not None, density.reasons
+    want = fresh(*args)
+    first, second, third = (reusing(*args) for _ in range(3))
+    for got in (first, second, third):
+        for a, b in zip(got, want, strict=True):
+            assert torch.equal(a, b)
+    assert all(a is c for a, c in zip(first, third, strict=True))
+    assert not any(a is b for a, b in zip(first, second, strict=True))
+    assert not any(a is b for a, b in zip(want, fresh(*args), strict=True))
+    # the state passed on from call to call, as a sampler does
+    chained, ref = args[:4], args[:4]
+    for _ in range(5):
+        chained = reusing(*chained, *args[4:])
+        ref = fresh(*ref, *args[4:])
+    for a, b in zip(chained, ref, strict=True):
+        assert torch.equal(a, b)
 
 
 def test_a_step_asks_for_its_fused_form_until_the_density_has_one():
@@ -628,8 +663,8 @@ def test_the_fused_compiled_asynchronous_step_takes_the_eager_steps(name, dense,
             metric = 0.5 * torch.eye(D, dtype=q.dtype) + 0.2 * a @ a.mT
         given: list[object] = []  # what the density gives NUTS's step to run
 
-        def fuse(fn, a, given=given, fuse=density.fuse):  # noqa: ANN001, ANN202
-            given.append(fuse(fn, a))
+        def fuse(fn, a, given=given, fuse=density.fuse, **kw):  # noqa: ANN001, ANN003, ANN202
+            given.append(fuse(fn, a, **kw))
             return given[-1]
 
         monkeypatch.setattr(density, "fuse", fuse)
@@ -655,9 +690,9 @@ def test_the_eager_step_skips_only_what_changes_nothing(name, monkeypatch):
     monkeypatch.setenv("ZOO_TORCHSCRIPT", "0")  # the step runs eagerly, not as TorchScript
     init = samplers.Step.__init__
 
-    def without_eager(self, density, fn, eager=None):  # noqa: ANN001, ANN202
+    def without_eager(self, density, fn, eager=None, **kw):  # noqa: ANN001, ANN003, ANN202
         assert eager is not None  # NUTS gives its step an eager form: left out here
-        init(self, density, fn)
+        init(self, density, fn, **kw)
 
     runs = []
     for patch in (False, True):
