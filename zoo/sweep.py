@@ -510,10 +510,16 @@ def _write_pages(out: Path, comparisons: Sequence[Comparison], *, workers: int =
     files: dict[str, str] = {}
     summaries = []
 
-    def render(i: int) -> dict[str, str]:
-        return reports.render_model_page(comparisons[i], generated=generated)
+    # the pages with the most runs (figures, LOO, findings) first: none starts last and runs
+    # alone while the other workers wait
+    order = sorted(range(len(comparisons)), key=lambda i: -len(comparisons[i].runs))
 
-    for page in map_indices(render, len(comparisons), workers):
+    def render(j: int) -> dict[str, str]:
+        return reports.render_model_page(comparisons[order[j]], generated=generated)
+
+    pages = dict(zip(order, map_indices(render, len(comparisons), workers), strict=True))
+    for i in range(len(comparisons)):
+        page = pages[i]
         summaries.append(json.loads(page.pop("summary")))
         files.update(page)
     summaries += reports.earlier_models(out, exclude={s["name"] for s in summaries})
