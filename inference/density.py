@@ -145,8 +145,8 @@ def log_einsum(equation: str, *operands: torch.Tensor) -> torch.Tensor:
         for d, n in zip(dims, x.shape, strict=True):
             sizes[d] = max(sizes[d], n)
     largest = max(x.numel() for x in operands)
-    repeats = "." in inputs or any(len(set(dims)) < len(dims) for dims in terms)
-    if repeats or math.prod(sizes.values()) > BROADCAST_LIMIT * max(largest, 1):
+    unsupported = "." in inputs or any(len(set(dims)) < len(dims) for dims in terms)
+    if unsupported or math.prod(sizes.values()) > BROADCAST_LIMIT * max(largest, 1):
         return _pyro_log_einsum(equation, *operands)
     total = None
     for dims, x in zip(terms, operands, strict=True):

@@ -294,8 +294,8 @@ class Step:
         mode = getattr(self.density, "mode", None)
         if self._fuse is not None and (self._fused is None or mode != self._mode):
             # asked again while there is none, or the density compiled mid-run
-            reuse = {"reuse_outputs": True} if self.reuse_outputs else {}
-            self._fused, self._mode = self._fuse(self.fn, args, **reuse), mode
+            fused = self._fuse(self.fn, args, reuse_outputs=self.reuse_outputs)
+            self._fused, self._mode = fused, mode
         fused = self._fused
         if fused is not None:
             try:

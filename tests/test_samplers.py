@@ -433,7 +433,7 @@ def test_a_step_asks_for_its_fused_form_until_the_density_has_one():
         def __call__(self, q):
             return -0.5 * (q * q).sum(-1), -q
 
-        def fuse(self, fn, args):
+        def fuse(self, fn, args, reuse_outputs):  # noqa: ANN001, ANN202
             asked.append(len(args))
             return (lambda q: calls.append("fused") or self(q)) if self.compiled else None
 
