@@ -420,7 +420,7 @@ class BatchedDensity:
         graph fixes them) and ``reuse_outputs``; checked against the eager step at ``args``.
         ``reuse_outputs``: the caller is done with a call's outputs by the call after next, so
         that a compiled step may write into the buffers of two calls before (:func:`_reusing`:
-        eight_schools' NUTS step 30 us a call against 68)."""
+        eight_schools' NUTS step 21 us a call against 54)."""
         if self._graph is None or self.mode not in ("compiled", "traced"):
             return None
         if self.mode == "traced" and not _scripting():
@@ -441,12 +441,12 @@ class BatchedDensity:
                 # distinct copies: make_fx gives one tensor object passed twice (a subtree's
                 # first leaf passes its start as both edge and proposal) one placeholder
                 example = [a.clone() for a in args]
-                traced = make_fx(through_graph)(*example)
                 if self.mode == "compiled":
                     fused = _inductor(
-                        traced, example, rows=self.chains, reuse_outputs=reuse_outputs
+                        through_graph, example, rows=self.chains, reuse_outputs=reuse_outputs
                     )
                 else:
+                    traced = make_fx(through_graph)(*example)
                     simplify(traced)
                     fused = torch.jit.trace(traced, tuple(example), check_trace=False)
                 want = through_graph(*args)
@@ -655,84 +655,71 @@ def failed_factor_as_nan(graph: torch.fx.GraphModule) -> None:
 
 
 def _inductor(
-    graph: Callable[..., Any],
+    fn: Callable[..., Any],
     example: list[torch.Tensor],
     *,
     rows: int,
     reuse_outputs: bool = False,
 ) -> Callable[..., Any]:
-    """An aten graph (from ``make_fx``) compiled by TorchInductor as it is: no TorchDynamo
-    capture and no guards on each call (10 us a call against 29 through ``torch.compile``).
-    ``rows``: the batch (chains or particles) the graph runs; below :data:`VECTORISE_FROM` the
-    CPU code is scalar (see there). ``reuse_outputs``: the caller is done with a call's outputs
-    once it makes the call after next, so the compiled code may write into the buffers of two
-    calls before (:func:`_reusing`), where it can."""
+    """``fn`` (a function of tensors returning a tuple of them: an aten graph from ``make_fx``,
+    or a step through one) compiled by TorchInductor: traced once into aten with inductor's
+    decompositions, functionalised, and handed to inductor's graph compiler
+    (``compile_fx_inner``) as it is. No TorchDynamo capture and no guards on each call (10 us a
+    call against 29 through ``torch.compile``), and no AOT autograd either: it traced the graph
+    twice more (its metadata, then its functional form) to find that it needs no gradient:
+    a fifth to a quarter of a cold compile (NUTS's step on eight_schools 5.1 s against 6.5, on
+    naive_bayes 4.8 against 6.7, on gaussian_hmm 17.1 against 22.5), and the step runs as fast
+    or faster (eight_schools 21 us a call against 29). ``rows``: the batch (chains or
+    particles) the graph runs; below :data:`VECTORISE_FROM` the CPU code is scalar (see there).
+    ``reuse_outputs``: the caller is done with a call's outputs once it makes the call after
+    next, so the compiled code may write into the buffers of two calls before
+    (:func:`_reusing`), where it can."""
     import torch._inductor
+    import torch._inductor.compile_fx as compile_fx
     from torch._guards import TracingContext, tracing
+    from torch._inductor.decomposition import select_decomp_table
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
+    functional = torch.func.functionalize(fn, remove="mutations")
+    graph = make_fx(functional, decomposition_table=select_decomp_table())(*example)
     # a fake mode with a shape environment (static shapes: no symbols in it) lets inductor's
     # on-disk FX graph cache key the graph; without one every process compiles afresh
-    # (AOT autograd's own cache cannot key a graph holding the model's data, and says so on
-    # stderr: it is left out)
     fake = FakeTensorMode(allow_non_fake_inputs=True, shape_env=ShapeEnv())
     options: dict[str, Any] = {"cpp.simdlen": None if rows >= VECTORISE_FROM else 1}
     if VEC_ISA_ENV not in os.environ:
         options["cpp.vec_isa_ok"] = True  # see VEC_ISA_ENV
-    with (
-        tracing(TracingContext(fake)),
-        torch._functorch.config.patch(enable_autograd_cache=False),
-        torch._inductor.config.patch(options),
-    ):
-        compiled = torch._inductor.compile(graph, example)
+    with tracing(TracingContext(fake)), torch._inductor.config.patch(options):
+        compiled = compile_fx.compile_fx_inner(graph, list(example), is_inference=True)
 
     def call(*args: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        return tuple(compiled(*args))
+        return tuple(compiled(list(args)))
 
-    reusing = _reusing(compiled) if reuse_outputs else None
-    if reusing is not None and len(reusing(*example)) != len(call(*example)):
-        reusing = None  # AOT's wrapper rebuilds outputs the graph leaves out (views of inputs)
-    return reusing or call
-
-
-def _closure(fn: Any) -> dict[str, Any]:
-    """The variables a function closes over, by name (none for what is not a function)."""
-    code, cells = getattr(fn, "__code__", None), getattr(fn, "__closure__", None) or ()
-    if code is None:
-        return {}
-    return dict(zip(code.co_freevars, (c.cell_contents for c in cells), strict=True))
+    return (_reusing(compiled) if reuse_outputs else None) or call
 
 
 def _reusing(compiled: Callable[..., Any]) -> Callable[..., tuple[torch.Tensor, ...]] | None:
-    """``compiled`` (from ``torch._inductor.compile``) called without its wrappers, writing into
-    two sets of buffers in turn; None where its code is not of the form this reads.
+    """``compiled`` (from inductor's ``compile_fx_inner``) called without its wrapper, writing
+    into two sets of buffers in turn; None where its code is not of the form this reads.
 
     A call of inductor's CPU code runs its kernels in microseconds, and spends tens of them in
-    Python around them: AOT autograd's and the compiled graph's wrappers, then its own, which
-    allocates every buffer afresh (``empty_strided_cpu``) and views into them
-    (``reinterpret_tensor``): on eight_schools' NUTS step (one 4-us kernel), 68 us a call. Here
-    the generated function runs with its model's constants put before the arguments (as AOT's
-    wrapper does), and its allocations answered from the buffers it made two calls before, with
-    the same views of them: 30 us a call. Its outputs are those buffers, so a caller must be done
-    with a call's outputs by the call after next (a sampler's state, passed from one step to the
-    next, is). Private parts of torch: a version whose code differs gets None (the wrapped
-    call), and :meth:`BatchedDensity.fuse` checks what it computes."""
+    Python around them: the compiled graph's wrapper, then its own code, which allocates every
+    buffer afresh (``empty_strided_cpu``) and views into them (``reinterpret_tensor``): on
+    eight_schools' NUTS step (one 4-us kernel), 54 us a call. Here the generated function runs
+    with its allocations answered from the buffers it made two calls before, with the same views
+    of them: 21 us a call. Its outputs are those buffers, so a caller must be done with a call's
+    outputs by the call after next (a sampler's state, passed from one step to the next, is).
+    Private parts of torch: a version whose code differs gets None (the wrapped call), and
+    :meth:`BatchedDensity.fuse` checks what it computes."""
     module_call = getattr(compiled, "current_callable", None)
     func, runner = getattr(module_call, "__func__", None), getattr(module_call, "__self__", None)
     if func is None or func.__closure__ or getattr(runner, "partitions", True):
         return None
-    if getattr(compiled, "mutated_inputs", True):  # inputs it writes: AOT's wrapper copies back
+    if getattr(compiled, "mutated_inputs", True):  # inputs it writes: the wrapper copies back
         return None
-    constants = None
-    for f in (compiled, *_closure(compiled).values()):  # AOT's forward, under dynamo's disable
-        held = _closure(f).get("params_buffers_flat")
-        if held is not None:
-            constants = list(held)
-            break
     glb = func.__globals__
     alloc, view = glb.get("empty_strided_cpu"), glb.get("reinterpret_tensor")
-    if constants is None or alloc is None or view is None:
+    if alloc is None or view is None:
         return None
     buffers: tuple[list[torch.Tensor], list[torch.Tensor]] = ([], [])
     views: tuple[list[tuple[torch.Tensor, torch.Tensor]], ...] = ([], [])
@@ -763,7 +750,7 @@ def _reusing(compiled: Callable[..., Any]) -> Callable[..., tuple[torch.Tensor, 
     def call(*args: torch.Tensor) -> tuple[torch.Tensor, ...]:
         turn[0] = 1 - turn[0]
         made[0] = viewed[0] = 0
-        return tuple(code(runner, [*constants, *args]))
+        return tuple(code(runner, list(args)))
 
     return call
 

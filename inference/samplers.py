@@ -565,7 +565,7 @@ def _emitted(st: Mapping[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
         st["diverging"],
         st["depth"],
         st["n_leaves"],
-        st["h0"].clone(),  # not a view of an input: AOT autograd would rebuild it every call
+        st["h0"].clone(),  # a tensor of its own, not a view into the state passed on
     )
 
 

@@ -295,14 +295,15 @@ def test_inductor_writes_scalar_cpu_code_for_small_batches(monkeypatch, rows):
     """A few chains compile to scalar code (vector code costs a third of a cold compile there
     and gains nothing); from VECTORISE_FROM rows on, inductor picks its vector ISA."""
     import torch._inductor as inductor
+    import torch._inductor.compile_fx as compile_fx
 
     seen = []
 
-    def compile_(graph, example):  # what inductor's compile sees, without compiling
+    def compile_(graph, example, **kwargs):  # what inductor's compiler sees, without compiling
         seen.append(inductor.config.cpp.simdlen)
-        return graph
+        return lambda args: graph(*args)
 
-    monkeypatch.setattr(inductor, "compile", compile_)
+    monkeypatch.setattr(compile_fx, "compile_fx_inner", compile_)
     fn = density_module._inductor(lambda x: (x.sin(),), [torch.ones(rows, 2)], rows=rows)
     assert seen == [1 if rows < density_module.VECTORISE_FROM else None]
     assert inductor.config.cpp.simdlen is None  # the setting does not leak out
