@@ -172,28 +172,43 @@ _LOG_BACKEND = "pyro.ops.einsum.torch_log"  # the backend Pyro's LogRing contrac
 
 
 @contextlib.contextmanager
-def _functional() -> Iterator[None]:
-    """Validation off (it branches on values), and a ``torch.func``-friendly log and
-    :func:`log_einsum` in the contraction that sums out enumerated sites (Pyro's ``LogRing``
-    asks ``opt_einsum`` for its backend's functions, which keeps them: replaced there)."""
+def log_contraction() -> Iterator[None]:
+    """:func:`log_einsum` in the contractions that sum out enumerated sites, for the block:
+    Pyro's ``LogRing`` (the potential of a model with enumerated sites) asks ``opt_einsum`` for
+    its backend's functions, which keeps them (replaced there); the ``SampleRing`` of
+    ``TraceEnum_ELBO`` calls Pyro's log-space einsum through its module (replaced there). The
+    SVI of hmm, 1000 steps of the JIT-compiled ELBO: 4.5 s against 6.6 (gaussian_hmm 5.0
+    against 7.1), to the same ELBO."""
     from opt_einsum.backends import dispatch
     from pyro.ops.einsum.util import Tensordot
 
-    saved = torch_log.safe_log
     keys = [("einsum", _LOG_BACKEND), ("tensordot", _LOG_BACKEND)]
     cached = {k: dispatch._cached_funcs.get(k) for k in keys}
-    torch_log.safe_log = _plain_log
+    saved = torch_log.einsum
     dispatch._cached_funcs.update(zip(keys, (log_einsum, Tensordot(log_einsum)), strict=True))
+    torch_log.einsum = log_einsum
     try:
-        with pyro.validation_enabled(False):
-            yield
+        yield
     finally:
-        torch_log.safe_log = saved
+        torch_log.einsum = saved
         for k, fn in cached.items():
             if fn is None:
                 dispatch._cached_funcs.pop(k, None)
             else:
                 dispatch._cached_funcs[k] = fn
+
+
+@contextlib.contextmanager
+def _functional() -> Iterator[None]:
+    """Validation off (it branches on values), a ``torch.func``-friendly log and
+    :func:`log_einsum` in the contraction (:func:`log_contraction`)."""
+    saved = torch_log.safe_log
+    torch_log.safe_log = _plain_log
+    try:
+        with log_contraction(), pyro.validation_enabled(False):
+            yield
+    finally:
+        torch_log.safe_log = saved
 
 
 Fn = Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]

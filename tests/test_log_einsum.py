@@ -3,11 +3,14 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 import torch
 from opt_einsum.backends import dispatch
 
 from inference import density as D
+from inference.discrete import enumerated
 from zoo.registry import get_model
 
 NEG = -float("inf")
@@ -72,3 +75,42 @@ def test_the_density_with_states_summed_out_equals_pyros_own(name):
             torch.testing.assert_close(values[c], want, rtol=1e-5, atol=1e-4)
     if name == "hmm":
         assert len(density._graph.graph.nodes) < 1300
+
+
+def test_svi_sums_the_states_out_by_the_log_einsum_to_pyros_elbo(monkeypatch):
+    """Within ``log_contraction`` (as SVI fits), TraceEnum_ELBO's contraction runs through
+    log_einsum, and its loss and gradients are those of Pyro's own contraction outside it."""
+    import pyro
+    from pyro.infer import TraceEnum_ELBO
+
+    from inference.density import log_contraction
+
+    e = get_model("hmm")
+    data = e.load_data()
+    calls: list[str] = []
+    einsum = D.log_einsum
+    monkeypatch.setattr(D, "log_einsum", lambda eq, *ops: calls.append(eq) or einsum(eq, *ops))
+
+    def loss_and_grads(contracted: bool) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        pyro.set_rng_seed(3)
+        params = pyro.get_param_store()
+        for p in params.values():
+            p.grad = None
+        elbo = TraceEnum_ELBO(max_plate_nesting=e.structure.max_plate_nesting)
+        with log_contraction() if contracted else contextlib.nullcontext():
+            loss = elbo.differentiable_loss(enumerated(e.model), e.guide, **data)
+        grads = torch.autograd.grad(loss, [p.unconstrained() for p in params.values()])
+        return loss, list(grads)
+
+    pyro.clear_param_store()
+    pyro.set_rng_seed(0)
+    with torch.no_grad():
+        pyro.poutine.trace(e.guide).get_trace(**data)  # the guide's parameters, once
+    want, want_grads = loss_and_grads(False)
+    assert not calls
+    got, got_grads = loss_and_grads(True)
+    assert len(calls) >= len(data["x"]) - 1  # a contraction a time step, at least
+    torch.testing.assert_close(got, want)
+    for a, b in zip(got_grads, want_grads, strict=True):
+        torch.testing.assert_close(a, b)
+    pyro.clear_param_store()
