@@ -353,3 +353,41 @@ def test_model_page_shows_the_seconds_spent_compiling(cmp: zoo.Comparison) -> No
         md = next(v for k, v in page.items() if k.endswith(".md"))
         assert ("2.50 compiling" in html and "(2.50 compiling)" in md) is shown
         assert ("compiling</span>" in html) is shown
+
+
+def test_uncropped_figures_lay_themselves_out_inside_their_canvas(monkeypatch) -> None:
+    """The trace, density and forest figures are saved uncropped (one draw, not two): every
+    label, tick and legend of theirs lies inside the canvas, none cut off at its edge. Eight
+    engines give the density figure's legend three rows."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    engines = ["exact", "svi", "laplace", "nuts", "mh", "importance", "chees", "hmc"]
+    cmp = zoo.compare(
+        "bayesian_linear_regression",
+        engines,
+        num_steps=100,
+        num_samples=50,
+        warmup=50,
+        progress=False,
+    )
+    uncropped: list = []
+    save = F.to_base64_png
+
+    def keep(fig, *, crop=True):  # noqa: ANN001, ANN202
+        if not crop:
+            uncropped.append(fig)
+        return save(fig, crop=crop)
+
+    monkeypatch.setattr(F, "to_base64_png", keep)
+    colors = F.engine_colors(cmp.runs)
+    F.mcmc_figure(cmp, "nuts", ["beta[0]", "beta[1]", "sigma"], colors)
+    F.density_figure(cmp, "beta[0]", colors)
+    F.forest_figure(cmp, colors)
+    assert len(uncropped) == 3
+    for fig in uncropped:
+        canvas = FigureCanvasAgg(fig)
+        canvas.draw()
+        box = fig.get_tightbbox(canvas.get_renderer())
+        width, height = fig.get_size_inches()
+        assert box.x0 >= 0 and box.y0 >= 0, box
+        assert box.x1 <= width + 0.005 and box.y1 <= height + 0.005, (box, width, height)
