@@ -481,6 +481,9 @@ def _new_subtrees(st: dict[str, torch.Tensor], start: torch.Tensor, coin: torch.
 # 26.2 s against 13.0, gaussian_process 21.7 against 16.0). Priced so, two of the next cold
 # report's NUTS cells stayed traced (three_coin 15.0 s -> 10.9, normal_gamma 8.1 -> 5.5).
 NUTS_STEP_NODES = 280
+# NUTS's calls whose random numbers (three uniforms and D normals a chain) are drawn at once:
+# a call's share is two views, not two draws, an unbind and the momenta's product in Python
+RANDOM_BLOCK = 64
 
 
 def _nuts_async_step(
@@ -496,7 +499,9 @@ def _nuts_async_step(
     energy)."""
     k = len(ASYNC_GROUPS)
     st = _unpack(args[:k])
-    eps, inv_mass, active, u, coin_merge, coin_dir, p_new, write_tab, check_tab = args[k:]
+    eps, inv_mass, active, uniforms, normals, factor, write_tab, check_tab = args[k:]
+    u, coin_merge, coin_dir = uniforms.unbind(0)
+    p_new = draw_momenta(normals, factor)  # a new tree's momenta, for chains whose tree ends
     max_depth = write_tab.shape[1]
     n = st["n"].clamp(max=write_tab.shape[0] - 1)
     write, check = write_tab[n].T, check_tab[n].T  # (max_depth, chains)
@@ -652,10 +657,16 @@ def nuts_sample(
     k = len(ASYNC_GROUPS)
     # what changes only when a chain emits a draw is computed then, not at every call
     active, eps = count < total, step[:, None]
-    while bool(active.any()):
-        rand = torch.rand(3, B, generator=gen, dtype=dtype).unbind(0)
-        p_new = draw_momenta(torch.randn(B, D, generator=gen, dtype=dtype), factor)
-        out = step_fn(*packed, eps, inv_mass, active, *rand, p_new, *tables)
+    running, block = bool(active.any()), RANDOM_BLOCK
+    while running:
+        if block == RANDOM_BLOCK:  # the random numbers of the next calls, drawn at once
+            uniforms = torch.rand(RANDOM_BLOCK, 3, B, generator=gen, dtype=dtype)
+            normals = torch.randn(RANDOM_BLOCK, B, D, generator=gen, dtype=dtype)
+            block = 0
+        out = step_fn(
+            *packed, eps, inv_mass, active, uniforms[block], normals[block], factor, *tables
+        )
+        block += 1
         calls += 1
         # a compiled step's outputs may come back with other strides than it was traced with
         packed = tuple(t.contiguous() for t in out[:k])
@@ -685,6 +696,7 @@ def nuts_sample(
                 stats[name][rows, at] = value[rows].to(stats[name].dtype)
         count = count + done.long()
         active = count < total
+        running = bool(active.any())
         least = int(count.min())
         if least > shown:
             tick(least - 1, total)
