@@ -407,9 +407,9 @@ def _checkpoint_masks(max_depth: int) -> tuple[torch.Tensor, torch.Tensor]:
 # proposal, turned and diverged flags; the U-turn checkpoints; the acceptance sum, leaf count
 # and divergence of the tree. Held between steps as five tensors, one per shape and dtype: a
 # compiled step's call costs per tensor passed in and out (inductor's wrapper checks each
-# input's strides and allocates each output, AOT autograd's runtime wrapper visits each), and
-# 36 tensors cost more than the step's own kernels (probabilistic_pca's NUTS: a step took about
-# 520 us, its kernels 145).
+# input's strides and allocates each output; AOT autograd's runtime wrapper, no longer used,
+# visited each), and 36 tensors cost more than the step's own kernels (probabilistic_pca's
+# NUTS: a step took about 520 us, its kernels 145).
 ASYNC_GROUPS = (
     ("q", "g", "lq", "lpm", "lg", "rq", "rpm", "rg", "pq", "pg", "p_sum",
      "cq", "cp", "cg", "s_sum", "sq", "sg"),  # (chains, D)
