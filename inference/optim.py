@@ -101,34 +101,33 @@ def fit(
     pyro.clear_param_store()
     if subsample_size is not None:
         model, guide = Subsample(subsample_size)(model), Subsample(subsample_size)(guide)
-    why = None
-    if plain is not None:
-        with site_shape_checks(check_shapes), log_contraction():
-            why = jit_disagrees(model, guide, data, elbo, plain)
-        if why is not None:
-            elbo = plain
-    optim = OneAdam(lr, lrd=0.1 ** (1.0 / num_steps))
-    trace: list[float] = []
-    bar = tqdm(range(num_steps), desc=desc, disable=not progress, leave=False)
-    for step in bar:
-        # enumerated sites summed out as the batched density sums them (fewer nodes to trace
-        # and differentiate than Pyro's own contraction)
-        with (
-            site_shape_checks(check_shapes),
-            log_contraction(),
-            poutine.trace(param_only=True) as params,
-        ):
-            loss = elbo.loss_and_grads(model, guide, **data)
-        optim({site["value"].unconstrained() for site in params.trace.nodes.values()})
-        loss = float(loss)
-        if not np.isfinite(loss):
-            if plain is not None and why is None:  # the JIT ELBO does not validate: the plain
-                plain.loss(model, guide, **data)  # one's error names the site and its parameter
-            raise NumericalFailure(f"ELBO is {-loss} at step {step}")
-        trace.append(-float(loss))
-        if progress and step % 100 == 0:
-            bar.set_postfix(elbo=f"{-loss:.3f}")
-    return trace, why
+    # enumerated sites summed out as the batched density sums them, for the whole fit (fewer
+    # nodes to trace and differentiate than Pyro's own contraction)
+    with log_contraction():
+        why = None
+        if plain is not None:
+            with site_shape_checks(check_shapes):
+                why = jit_disagrees(model, guide, data, elbo, plain)
+            if why is not None:
+                elbo = plain
+        optim = OneAdam(lr, lrd=0.1 ** (1.0 / num_steps))
+        trace: list[float] = []
+        bar = tqdm(range(num_steps), desc=desc, disable=not progress, leave=False)
+        for step in bar:
+            with site_shape_checks(check_shapes), poutine.trace(param_only=True) as params:
+                loss = elbo.loss_and_grads(model, guide, **data)
+            optim({site["value"].unconstrained() for site in params.trace.nodes.values()})
+            loss = float(loss)
+            if not np.isfinite(loss):
+                # the JIT ELBO does not validate: the plain one's error names the site and its
+                # parameter
+                if plain is not None and why is None:
+                    plain.loss(model, guide, **data)
+                raise NumericalFailure(f"ELBO is {-loss} at step {step}")
+            trace.append(-float(loss))
+            if progress and step % 100 == 0:
+                bar.set_postfix(elbo=f"{-loss:.3f}")
+        return trace, why
 
 
 class OneAdam:

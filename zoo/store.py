@@ -30,7 +30,6 @@ from __future__ import annotations
 import base64
 import functools
 import hashlib
-import importlib.util
 import inspect
 import io
 import json
@@ -407,7 +406,10 @@ class CellStore:
         if run.idata is not None:
             try:  # an unwritable idata (or a full disk): the report goes on without this cell
                 with replacing(nc_path) as tmp:
-                    run.idata.to_netcdf(str(tmp), engine=_netcdf_engine())
+                    # netCDF4's C library: the quick report's 187 cells in 11.3 s, h5netcdf's
+                    # 22.4 (on the report's main process while the workers run); h5netcdf
+                    # reads the file (netCDF-4 is HDF5)
+                    run.idata.to_netcdf(str(tmp), engine="netcdf4")
                     nc = {"file": nc_path.name, "sha256": _sha256(tmp)}
             except Exception as e:  # noqa: BLE001
                 log.warning(
@@ -449,14 +451,6 @@ def _key(parts: Mapping[str, Any]) -> str:
 
 def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-@functools.cache
-def _netcdf_engine() -> str:
-    """The library that writes a cell's netCDF: netCDF4's (its C library wrote the quick
-    report's 187 cells in 11.3 s, h5netcdf in 22.4, on the report's main process while the
-    workers run), else h5netcdf. Either file is netCDF-4 (HDF5), which h5netcdf reads."""
-    return "netcdf4" if importlib.util.find_spec("netCDF4") else "h5netcdf"
 
 
 def _read_netcdf(raw: bytes) -> Any:
