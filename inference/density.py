@@ -48,7 +48,7 @@ import pyro
 import pyro.ops.einsum.torch_log as torch_log
 import torch
 from pyro.infer.mcmc.util import initialize_model
-from torch.fx.experimental.proxy_tensor import make_fx
+from torch.fx.experimental.proxy_tensor import make_fx as _torch_make_fx
 
 from .discrete import enumerated
 from .reference import as_dtype
@@ -627,6 +627,26 @@ class BatchedDensity:
         fallback = self.flatten(self._init)
         value, _ = self(theta)
         return torch.where(torch.isfinite(value)[:, None], theta, fallback)
+
+
+def make_fx(fn: Callable[..., Any], **kwargs: Any) -> Callable[..., torch.fx.GraphModule]:
+    """torch's ``make_fx``, with the fake values it records on the graph's nodes all made in one
+    fake mode. Left to itself, tracing real tensors makes a fake mode for each node, and a fake
+    mode keeps the stack it was made on: a third of a density's build (naive_bayes 0.35 s
+    against 0.71, hmm 1.0 against 1.8) and half the objects a report's worker keeps (which the
+    garbage collector then walks through again and again)."""
+    from torch._guards import TracingContext, tracing
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    trace = _torch_make_fx(fn, **kwargs)
+
+    def traced(*args: Any) -> torch.fx.GraphModule:
+        if TracingContext.try_get() is not None:  # one is set: its fake mode is used
+            return trace(*args)
+        with tracing(TracingContext(FakeTensorMode(allow_non_fake_inputs=True))):
+            return trace(*args)
+
+    return traced
 
 
 def sanitised(value: torch.Tensor, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

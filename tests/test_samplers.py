@@ -253,6 +253,21 @@ def test_a_graph_right_only_where_it_was_traced_is_refused_at_fresh_points():
         d._check(frozen, probe, reference=eager, fresh=True)
 
 
+def test_a_traced_density_keeps_one_fake_mode_for_all_its_nodes():
+    """A density's graph records a fake value on each node. Traced from real tensors, torch
+    makes each its own fake mode, which keeps the stack it was made on (tens of objects a node,
+    kept as long as the graph): the density's tracing gives them one."""
+    e = zoo.get_model("eight_schools")
+    d = batched_density(e.model, e.load_data(), e.structure, 3)
+    vals = [n.meta["val"] for n in d._graph.graph.nodes if hasattr(n.meta.get("val"), "fake_mode")]
+    assert len(vals) > 50
+    assert len({id(v.fake_mode) for v in vals}) == 1
+    # torch's own make_fx, for contrast: a mode a node (if this changes, the wrapper may go)
+    raw = make_fx(lambda x: (x.sin() * 2 + 1).sum())(torch.ones(3))
+    modes = {id(n.meta["val"].fake_mode) for n in raw.graph.nodes if n.op == "call_function"}
+    assert len(modes) > 1
+
+
 needs_compiler = pytest.mark.skipif(not has_compiler(), reason="no C compiler")
 
 
