@@ -10,6 +10,7 @@ reduced pairwise in log2 T steps).
 
 from __future__ import annotations
 
+import functools
 import importlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -908,11 +909,76 @@ def kalman_local_level(y: np.ndarray, q: Any, r: Any, m0: float, P0: float) -> K
     return KalmanResult(mp, Pp, mf, Pf, ms, Ps, x0, lag, ll)
 
 
-def level_covariance(T: int, q: torch.Tensor, P0: float) -> torch.Tensor:
-    """Cov(x_s, x_t) = P0 + q min(s, t), s, t = 1..T: the random walk x_t = x_0 + sum w, written
-    as one Gaussian (batched over leading dimensions of q)."""
-    t = torch.arange(1, T + 1, dtype=q.dtype)
-    return P0 + q[..., None, None] * torch.minimum(t[:, None], t[None, :])
+@functools.lru_cache(maxsize=8)
+def sine_basis(T: int) -> tuple[np.ndarray, np.ndarray]:
+    """The eigenvectors (columns of V) and eigenvalues of M = min(s, t), s, t = 1..T::
+
+        V[t, k] = 2 sin((2k - 1) pi t / (2T + 1)) / sqrt(2T + 1)
+        lam[k]  = 1 / (4 sin^2((2k - 1) pi / (2 (2T + 1))))
+
+    M is the random walk's covariance (x_t a sum of t unit steps); its inverse is the second-
+    difference matrix with a free end, whose eigenvectors are these sines."""
+    t = np.arange(1, T + 1)[:, None]
+    odd = 2 * np.arange(1, T + 1)[None, :] - 1
+    V = 2 * np.sin(odd * np.pi * t / (2 * T + 1)) / np.sqrt(2 * T + 1)
+    lam = 1 / (4 * np.sin(odd[0] * np.pi / (2 * (2 * T + 1))) ** 2)
+    return V, lam
+
+
+class LocalLevelMarginal(dist.TorchDistribution):
+    r"""y_1..T of the local-level model with the states integrated out::
+
+        y ~ N(m0 1, S),   S = P0 11' + q M + r I,   M = min(s, t)
+
+    Rotated by the sine basis that diagonalises M (:func:`sine_basis`), z = V'(y - m0 1) has
+    covariance diag(q lam + r) + a a', a = sqrt(P0) V'1: a diagonal plus rank one. Its log
+    density, draws and the smoother take O(T) after the rotation (O(T^2)), not a T x T
+    Cholesky (O(T^3)); the same numbers as the Kalman filter's prediction-error decomposition
+    and the RTS smoother."""
+
+    arg_constraints = {"q": constraints.positive, "r": constraints.positive}
+    support = constraints.real_vector
+    has_rsample = True
+
+    def __init__(
+        self, q: torch.Tensor, r: torch.Tensor, m0: float, P0: float, T: int, validate_args=None
+    ) -> None:
+        self.q, self.r = torch.broadcast_tensors(torch.as_tensor(q), torch.as_tensor(r))
+        self.m0, self.P0 = float(m0), float(P0)
+        V, lam = sine_basis(T)
+        self.V = torch.as_tensor(V, dtype=self.q.dtype)
+        self.a = np.sqrt(self.P0) * self.V.sum(0)  # sqrt(P0) V'1
+        self.D = self.q[..., None] * torch.as_tensor(lam, dtype=self.q.dtype) + self.r[..., None]
+        super().__init__(self.q.shape, torch.Size([T]), validate_args=validate_args)
+
+    def _inverse(self, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(D + aa')^-1 z by Sherman-Morrison, with D^-1 a and 1 + a'D^-1 a."""
+        u = self.a / self.D
+        cap = 1 + (self.a * u).sum(-1, keepdim=True)
+        return z / self.D - u * (u * z).sum(-1, keepdim=True) / cap, u, cap
+
+    def log_prob(self, value: torch.Tensor) -> torch.Tensor:
+        if self._validate_args:
+            self._validate_sample(value)
+        z = (value - self.m0) @ self.V
+        solved, _, cap = self._inverse(z)
+        logdet = self.D.log().sum(-1) + cap[..., 0].log()
+        T = z.shape[-1]
+        return -0.5 * (T * np.log(2 * np.pi) + logdet + (z * solved).sum(-1))
+
+    def rsample(self, sample_shape: torch.Size | tuple = ()) -> torch.Tensor:
+        shape = self._extended_shape(sample_shape)
+        eps = torch.randn(shape, dtype=self.D.dtype)
+        level0 = np.sqrt(self.P0) * torch.randn(shape[:-1] + (1,), dtype=self.D.dtype)
+        return self.m0 + level0 + (self.D.sqrt() * eps) @ self.V.T
+
+    def smoothed(self, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """E[x_t | y] and Var[x_t | y], the RTS smoother's. y = x + v with Cov(x, y) = S - rI,
+        so E[x | y] = y - r S^-1 (y - m0 1) and Var[x_t | y] = r - r^2 (S^-1)_tt."""
+        solved, u, cap = self._inverse((y - self.m0) @ self.V)
+        r = self.r[..., None]
+        diag = (1 / self.D) @ (self.V**2).T - (u @ self.V.T) ** 2 / cap  # (S^-1)_tt
+        return y - r * (solved @ self.V.T), r - r**2 * diag
 
 
 def _nile(seed: int = 0) -> dict[str, Any]:
@@ -994,22 +1060,16 @@ def linear_gaussian_ssm(
         raise zoo.ZooError(f"states must be 'marginal' or 'sampled', got {states!r}")
     q = pyro.sample("q", dist.LogNormal(2 * np.log(scale / 3), 2.0))
     r = pyro.sample("r", dist.LogNormal(2 * np.log(scale), 2.0))
-    T = len(y)
-    cov_x = level_covariance(T, q, P0)  # (..., T, T)
-    cov_y = cov_x + r[..., None, None] * torch.eye(T, dtype=cov_x.dtype)
-    L = torch.linalg.cholesky(cov_y)
-    # the smoothed level given (q, r) by Gaussian conditioning (equal to the RTS smoother):
-    # E[x | y] = m0 + Cov_x Cov_y^-1 (y - m0),  Var[x | y] = diag(Cov_x - Cov_x Cov_y^-1 Cov_x)
-    resid = (y - m0).expand(cov_y.shape[:-1])[..., None]
-    pyro.deterministic("level", m0 + (cov_x @ torch.cholesky_solve(resid, L))[..., 0])
-    v = torch.linalg.solve_triangular(L, cov_x, upper=False)
-    level_var = cov_x.diagonal(dim1=-2, dim2=-1) - (v**2).sum(-2)
+    # y ~ N(m0 1, P0 11' + q min(s, t) + r I), in the basis where min(s, t) is diagonal
+    marginal = LocalLevelMarginal(q, r, m0, P0, len(y))
+    level, level_var = marginal.smoothed(y)  # the RTS smoother given (q, r)
+    pyro.deterministic("level", level)
     pyro.deterministic("level_sd", level_var.clamp(min=0.0).sqrt())
     if states == "marginal":
-        pyro.sample("y", dist.MultivariateNormal(torch.full((T,), m0), scale_tril=L), obs=y)
+        pyro.sample("y", marginal, obs=y)
         return
     e0 = pyro.sample("x0_noise", dist.Normal(0.0, 1.0))
-    steps = pyro.sample("step_noise", dist.Normal(0.0, 1.0).expand([T]).to_event(1))
+    steps = pyro.sample("step_noise", dist.Normal(0.0, 1.0).expand([len(y)]).to_event(1))
     walk = q.sqrt()[..., None] * steps.cumsum(-1)
     x = pyro.deterministic("x", m0 + np.sqrt(P0) * e0[..., None] + walk)
     pyro.sample("y", dist.Normal(x, r.sqrt()[..., None]).to_event(1), obs=y)
