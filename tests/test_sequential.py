@@ -17,10 +17,12 @@ from zoo.models.sequential import (
     SEED_A,
     SEED_B,
     SEED_PI,
+    LocalLevelMarginal,
     forward_backward,
     hmm_log_likelihood,
     kalman_local_level,
     sample_hmm,
+    sine_basis,
     viterbi,
 )
 
@@ -275,6 +277,31 @@ def test_model_level_sites_are_the_smoother_given_q_and_r():
     )
     ll = float(tr.nodes["y"]["fn"].log_prob(tr.nodes["y"]["value"]))
     assert ll == pytest.approx(float(k.log_likelihood), abs=1e-6)
+
+
+def test_the_local_level_marginal_is_the_batch_gaussian():
+    """The sine basis diagonalises min(s, t); in it the marginal's log density equals the batch
+    Gaussian's (scipy, T x T), and its draws have that Gaussian's mean and covariance."""
+    T, q, r, m0, P0 = 6, 0.7, 0.4, 1.5, 2.0
+    V, lam = sine_basis(T)
+    t = np.arange(1, T + 1)
+    M = np.minimum(t[:, None], t[None, :])
+    np.testing.assert_allclose(V.T @ V, np.eye(T), atol=1e-12)
+    np.testing.assert_allclose(V @ np.diag(lam) @ V.T, M, atol=1e-12)
+    S = P0 + q * M + r * np.eye(T)
+    f64 = {"dtype": torch.float64}
+    m = LocalLevelMarginal(torch.tensor(q, **f64), torch.tensor(r, **f64), m0, P0, T)
+    y = np.random.default_rng(shifted(3)).normal(size=(5, T)) * 2 + m0
+    np.testing.assert_allclose(
+        m.log_prob(torch.tensor(y)).numpy(), multivariate_normal(np.full(T, m0), S).logpdf(y)
+    )
+    n = 200_000
+    torch.manual_seed(shifted(4))
+    draws = m.sample((n,)).numpy()
+    # sd of a sample covariance entry: sqrt((S_ij^2 + S_ii S_jj) / n); 6 of them
+    sd = np.sqrt((S**2 + np.outer(np.diag(S), np.diag(S))) / n)
+    assert np.all(np.abs(np.cov(draws.T) - S) < 6 * sd)
+    assert np.all(np.abs(draws.mean(0) - m0) < 6 * np.sqrt(np.diag(S) / n))
 
 
 def test_nile_kalman_equals_statsmodels_local_level():
