@@ -922,6 +922,7 @@ def sine_basis(T: int) -> tuple[np.ndarray, np.ndarray]:
     odd = 2 * np.arange(1, T + 1)[None, :] - 1
     V = 2 * np.sin(odd * np.pi * t / (2 * T + 1)) / np.sqrt(2 * T + 1)
     lam = 1 / (4 * np.sin(odd[0] * np.pi / (2 * (2 * T + 1))) ** 2)
+    V.flags.writeable = lam.flags.writeable = False  # cached: shared by every caller
     return V, lam
 
 
@@ -946,9 +947,9 @@ class LocalLevelMarginal(dist.TorchDistribution):
         self.q, self.r = torch.broadcast_tensors(torch.as_tensor(q), torch.as_tensor(r))
         self.m0, self.P0 = float(m0), float(P0)
         V, lam = sine_basis(T)
-        self.V = torch.as_tensor(V, dtype=self.q.dtype)
+        self.V = torch.tensor(V, dtype=self.q.dtype)
         self.a = np.sqrt(self.P0) * self.V.sum(0)  # sqrt(P0) V'1
-        self.D = self.q[..., None] * torch.as_tensor(lam, dtype=self.q.dtype) + self.r[..., None]
+        self.D = self.q[..., None] * torch.tensor(lam, dtype=self.q.dtype) + self.r[..., None]
         super().__init__(self.q.shape, torch.Size([T]), validate_args=validate_args)
 
     def _inverse(self, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
