@@ -36,10 +36,13 @@ def can_fork() -> bool:
 
 def _init_worker() -> None:
     global _in_worker
+    if not _in_worker:
+        # what the worker inherited (modules, the registry: a third of a million objects) lives
+        # as long as it does: out of the garbage collector's sight, its full passes take half
+        # the time. Once a process (a Dask worker calls this before each task): frozen later,
+        # a finished task's garbage would never be collected
+        gc.freeze()
     _in_worker = True
-    # what the worker inherited (modules, the registry: a third of a million objects) lives as
-    # long as it does: out of the garbage collector's sight, its full passes take half the time
-    gc.freeze()
     torch.set_num_threads(1)
     # torch.compile in a forked worker: the parent's compile thread pool did not survive the
     # fork (its futures never complete), so compile in this process, synchronously

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 import zoo
-from inference.parallel import cores, map_indices
+from inference.parallel import cores, map_indices, mark_worker
 from zoo import sweep
 
 needs_two_cores = pytest.mark.skipif(cores() < 2, reason="needs two cores")
@@ -84,16 +84,24 @@ def test_torch_compile_in_a_forked_worker_after_one_in_the_parent_finishes():
     ]
 
 
-def _frozen(i: int) -> int:
-    return gc.get_freeze_count()
+def _frozen(i: int) -> tuple[int, int]:
+    frozen = gc.get_freeze_count()
+    task_objects = [[] for _ in range(1000)]  # made after the worker started
+    mark_worker()  # as a Dask worker does before each task
+    again = gc.get_freeze_count() - frozen
+    del task_objects
+    return frozen, again
 
 
 @needs_two_cores
 def test_a_worker_keeps_what_it_inherited_out_of_the_garbage_collectors_passes():
     # the modules and registry a worker inherits live as long as it does: frozen, a full pass
-    # of the collector does not walk them (a report's cells: half the time in the collector)
+    # of the collector does not walk them (a report's cells: half the time in the collector);
+    # once a process: what its tasks make later stays collectable
     assert gc.get_freeze_count() == 0
-    assert all(frozen > 10_000 for frozen in map_indices(_frozen, 2, 2))
+    for frozen, frozen_later in map_indices(_frozen, 2, 2):
+        assert frozen > 10_000
+        assert frozen_later == 0
 
 
 @needs_two_cores
