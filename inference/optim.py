@@ -124,7 +124,7 @@ def fit(
                 if plain is not None and why is None:
                     plain.loss(model, guide, **data)
                 raise NumericalFailure(f"ELBO is {-loss} at step {step}")
-            trace.append(-float(loss))
+            trace.append(-loss)
             if progress and step % 100 == 0:
                 bar.set_postfix(elbo=f"{-loss:.3f}")
         return trace, why
