@@ -20,7 +20,7 @@ import torch
 import zoo
 from inference.discrete import _draw_batch, _draw_each
 from inference.replay import batched
-from zoo.profiles import PROFILES
+from zoo.profiles import PROFILE_NAMES, profiles
 
 warnings.filterwarnings("ignore")
 
@@ -30,7 +30,7 @@ def engine_times(models: list[str], profile: str) -> pd.DataFrame:
     for name in models:
         entry = zoo.get_model(name)
         for engine in entry.engines:
-            opts = dict(PROFILES[profile].get(engine, {}))
+            opts = dict(profiles()[profile].get(engine, {}))
             spec = entry.engine_spec(engine)
             opts = {k: v for k, v in opts.items() if k in spec.defaults}
             run = zoo.run(entry, engine, progress=False, **opts)
@@ -80,7 +80,7 @@ def ratio_jit(name: str = "three_coin", steps: int = 300) -> float:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--models", default=",".join(zoo.list_models()))
-    p.add_argument("--profile", default="quick", choices=sorted(PROFILES))
+    p.add_argument("--profile", default="quick", choices=sorted(PROFILE_NAMES))
     p.add_argument("--out", default=None)
     args = p.parse_args()
     table = engine_times(args.models.split(","), args.profile)

@@ -9,6 +9,9 @@ from .engines import (
     check_options,
     exact_spec,
     reference_spec,
+    register_engine,
+    register_sampler,
+    unregister_engine,
     variant_spec,
 )
 from .outputs import Draws, Estimate, Factors
@@ -24,6 +27,7 @@ from .results import (
     Run,
     ZooError,
 )
+from .samplers import Samples
 from .structure import ModelStructure, inspect_model
 
 __all__ = [
@@ -40,6 +44,7 @@ __all__ = [
     "ModelStructure",
     "NumericalFailure",
     "Run",
+    "Samples",
     "VectorisationWarning",
     "ZooError",
     "in_float64",
@@ -50,6 +55,9 @@ __all__ = [
     "network",
     "pointwise_log_weights",
     "reference_spec",
+    "register_engine",
+    "register_sampler",
     "truth_from_distributions",
+    "unregister_engine",
     "variant_spec",
 ]

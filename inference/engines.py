@@ -18,16 +18,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import torch
 
 from .context import EngineContext
 from .enumeration import enum_engine
 from .importance import PROPOSALS, importance_engine
 from .laplace import laplace_engine
-from .mcmc import chees_engine, hmc_engine, mh_engine, nuts_engine
-from .outputs import Factors
+from .mcmc import chees_engine, grouped_run, hmc_engine, mh_engine, nuts_engine
+from .outputs import Draws, Estimate, Factors
 from .reference import call_reference, in_float64, options_of, to_run
 from .results import Run, ZooError
 from .runtime import device_of
+from .samplers import Samples
 from .structure import ModelStructure, inspect_model
 from .svi import ELBOS, GUIDES, svi_engine
 
@@ -367,3 +369,207 @@ def _like_default(key: str, value: Any, default: Any) -> None:
                 f"option {key!r} must be {len(default)} numbers like {tuple(default)}, "
                 f"got {value!r}"
             )
+
+
+# ------------------------------------------------------------------------- users' own engines
+
+BUILTIN_ENGINES = frozenset(GENERIC_ENGINES)
+# What a sampler engine's runner takes; a sampler's own options are its other keyword arguments.
+SAMPLER_ARGUMENTS = ("num_samples", "warmup", "gen", "progress")
+SAMPLER_DEFAULTS: dict[str, Any] = {
+    "num_samples": 1000,
+    "warmup": 1000,
+    "num_chains": 4,
+    "chain_groups": None,
+    "jit": None,
+    "parallel": True,
+    "device": "cpu",
+}
+SAMPLER_BUDGETS: dict[str, dict[str, Any]] = {
+    "smoke": {"num_samples": 100, "warmup": 100, "num_chains": 2},
+    "check": {"num_samples": 500, "warmup": 500, "num_chains": 4},
+    "quick": {"num_samples": 1000, "warmup": 1000, "num_chains": 4, "chain_groups": 1},
+    "full": {"num_samples": 2000, "warmup": 2000, "num_chains": 8, "chain_groups": 1},
+}
+_taken_names: list[Callable[[], set[str]]] = []  # engine names models already use (zoo's hook)
+
+
+def reserve_names(taken: Callable[[], set[str]]) -> None:
+    """``taken()`` gives names a new engine may not have (the model registry's reference
+    engines): registering one of them is refused."""
+    _taken_names.append(taken)
+
+
+def _check_engine_name(name: Any, replace: bool) -> None:
+    if not isinstance(name, str) or not name.isidentifier():
+        raise ZooError(f"an engine's name must be an identifier like 'mala', got {name!r}")
+    if name in BUILTIN_ENGINES or name == "exact":
+        raise ZooError(f"engine {name!r} is built in; choose another name")
+    if name in GENERIC_ENGINES and not replace:
+        raise ZooError(f"an engine named {name!r} is already registered (replace=True replaces it)")
+    for taken in _taken_names:
+        if name in taken():
+            raise ZooError(f"{name!r} is the name of a model's reference engine; choose another")
+
+
+def register_engine(
+    name: str,
+    fn: Callable[..., Any],
+    *,
+    needs: str,
+    budgets: Mapping[str, Mapping[str, Any]] | None = None,
+    description: str = "",
+    replace: bool = False,
+) -> EngineSpec:
+    """Add a generic engine ``fn(ctx, **options)`` that returns a :class:`Run` or, for the
+    runner to package, a :class:`~inference.outputs.Draws`, :class:`Estimate` or
+    :class:`Factors`. ``ctx`` is an :class:`EngineContext` (the model, its guide, the data, the
+    model's structure, the seed and whether to show progress); ``options`` are ``fn``'s
+    keyword-only parameters with their defaults, checked before any work. ``needs``: what a
+    model must have for the engine to apply (one of :data:`NEEDS`); ``budgets``: its options at
+    each level of :data:`BUDGETS` (reports and tests size runs by them)."""
+    _check_engine_name(name, replace)
+    if not callable(fn):
+        raise ZooError(f"engine {name!r}: fn must be a function (ctx, **options) -> Run")
+    try:
+        inspect.signature(fn).bind(None)
+    except TypeError:
+        raise ZooError(
+            f"engine {name!r}: fn must take ctx as its one positional argument"
+        ) from None
+    except ValueError:  # a builtin without a signature: taken on trust
+        pass
+
+    def run(ctx: EngineContext, **options: Any) -> Run:
+        out = fn(ctx, **options)
+        if isinstance(out, Run):
+            return out
+        if isinstance(out, Draws | Estimate | Factors):
+            return to_run(name, out, ctx)
+        raise ZooError(
+            f"engine {name!r} returned {type(out).__name__}; it must return a Run, Draws, "
+            "Estimate or Factors"
+        )
+
+    spec = declare(
+        name, fn, description or _first_line(fn, name), needs=needs, budgets=budgets or {}
+    )
+    spec = dataclasses.replace(spec, fn=run)
+    GENERIC_ENGINES[name] = spec
+    return spec
+
+
+def register_sampler(
+    name: str,
+    fn: Callable[..., Samples],
+    *,
+    description: str = "",
+    budgets: Mapping[str, Mapping[str, Any]] | None = None,
+    replace: bool = False,
+) -> EngineSpec:
+    """Add an MCMC sampler as a generic engine, run like the built-in ones.
+
+    ``fn(density, theta0, *, num_samples, warmup, gen, progress, **options) -> Samples``:
+    ``density(theta) -> (log_density, gradient)`` on a ``(chains, D)`` batch of points on the
+    model's unconstrained space (discrete sites summed out), ``theta0`` the chains' starting
+    points, ``gen`` the chains' ``torch.Generator``; it returns :class:`Samples` with ``theta``
+    ``(chains, num_samples, D)``, per-draw ``stats`` ``(chains, num_samples)`` (``diverging``,
+    ``accept`` are shown where given), the number of gradient evaluations and ``info``. The
+    engine adds ``num_chains``, ``chain_groups``, ``jit``, ``parallel`` and ``device`` to the
+    sampler's own options (its other keyword arguments) and gives it the compiled density, chain
+    groups in worker processes, constrained draws, discrete sites recovered, R-hat and ESS."""
+    _check_engine_name(name, replace)
+    own = _sampler_options(name, fn)
+    budgets = SAMPLER_BUDGETS if budgets is None else budgets
+    checked = _checked(name, fn)
+
+    def run(ctx: EngineContext, **options: Any) -> Run:
+        driver = {k: options.pop(k) for k in SAMPLER_DEFAULTS}
+        return grouped_run(ctx, name, checked, **driver, **options)
+
+    defaults = {**SAMPLER_DEFAULTS, **own}
+    spec = EngineSpec(name, run, description or _first_line(fn, name), defaults, True, _SAMPLER)
+    for level, options in budgets.items():
+        if level not in BUDGETS:
+            raise ZooError(f"engine {name!r}: unknown budget {level!r} (levels: {BUDGETS})")
+        unknown = set(options) - set(defaults)
+        if unknown:
+            raise ZooError(f"engine {name!r}: budget {level!r} sets unknown {sorted(unknown)}")
+    spec = dataclasses.replace(spec, budgets={k: dict(v) for k, v in budgets.items()})
+    GENERIC_ENGINES[name] = spec
+    return spec
+
+
+def unregister_engine(name: str) -> None:
+    """Remove an engine a user registered (built-in ones stay)."""
+    if name in BUILTIN_ENGINES:
+        raise ZooError(f"engine {name!r} is built in and cannot be removed")
+    GENERIC_ENGINES.pop(name, None)
+
+
+def _first_line(fn: Callable[..., Any], name: str) -> str:
+    return (inspect.getdoc(fn) or name).strip().splitlines()[0]
+
+
+def _sampler_options(name: str, fn: Callable[..., Any]) -> dict[str, Any]:
+    """A sampler's own options (keyword arguments with defaults beyond the runner's), after
+    checking that ``fn`` takes what the runner passes."""
+    if not callable(fn):
+        raise ZooError(f"sampler {name!r}: fn must be a function (density, theta0, *, ...)")
+    params = inspect.signature(fn).parameters
+    positional = [
+        p for p in params.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]
+    if len(positional) < 2:
+        raise ZooError(f"sampler {name!r}: fn must take (density, theta0) as its first arguments")
+    missing = [a for a in SAMPLER_ARGUMENTS if a not in params]
+    if missing:
+        raise ZooError(
+            f"sampler {name!r}: fn must take the keyword arguments {list(SAMPLER_ARGUMENTS)}; "
+            f"missing {missing}"
+        )
+    own = {
+        n: p.default
+        for n, p in list(params.items())[2:]
+        if n not in SAMPLER_ARGUMENTS and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)
+    }
+    if no_default := [n for n, v in own.items() if v is inspect.Parameter.empty]:
+        raise ZooError(f"sampler {name!r}: options {no_default} need defaults")
+    if clash := sorted(set(own) & set(SAMPLER_DEFAULTS)):
+        raise ZooError(f"sampler {name!r}: options {clash} are the runner's; rename them")
+    return own
+
+
+def _checked(name: str, fn: Callable[..., Samples]) -> Callable[..., Samples]:
+    """``fn`` with its result checked against the sampler contract (shapes, finite counts)."""
+
+    def sampler(density: Any, theta0: torch.Tensor, *, num_samples: int, **kw: Any) -> Samples:
+        out = fn(density, theta0, num_samples=num_samples, **kw)
+        if not isinstance(out, Samples):
+            raise ZooError(
+                f"sampler {name!r} returned {type(out).__name__}; it must return "
+                "zoo.Samples(theta, stats, gradient_evals, info)"
+            )
+        chains, dim = theta0.shape
+        shape = (chains, num_samples, dim)
+        if not isinstance(out.theta, torch.Tensor) or tuple(out.theta.shape) != shape:
+            got = tuple(getattr(out.theta, "shape", ())) or type(out.theta).__name__
+            raise ZooError(
+                f"sampler {name!r}: Samples.theta must be {shape} (chains, draws, D), got {got}"
+            )
+        stats = {}
+        for key, value in out.stats.items():
+            value = torch.as_tensor(value)
+            if tuple(value.shape) != shape[:2]:
+                raise ZooError(
+                    f"sampler {name!r}: stats[{key!r}] must be {shape[:2]} (chains, draws), "
+                    f"got {tuple(value.shape)}"
+                )
+            stats[key] = value
+        stats.setdefault("diverging", torch.zeros(shape[:2], dtype=torch.bool))
+        evals = out.gradient_evals
+        if isinstance(evals, bool) or not isinstance(evals, numbers.Integral) or evals < 0:
+            raise ZooError(f"sampler {name!r}: gradient_evals must be a count, got {evals!r}")
+        return dataclasses.replace(out, theta=out.theta.detach(), stats=stats, info=dict(out.info))
+
+    return sampler

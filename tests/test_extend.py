@@ -337,12 +337,12 @@ def test_full_signature_companions_still_work(registry):
     assert two == pytest.approx(level_posterior(LEVEL_Y[:2], 2.0, 1.0)[0])
 
 
-def install_plugin(tmp_path, monkeypatch, dist_name, entry_point):
-    """A fake installed distribution declaring ``entry_point`` in the group pyro_zoo.models."""
+def install_plugin(tmp_path, monkeypatch, dist_name, entry_point, group="pyro_zoo.models"):
+    """A fake installed distribution declaring ``entry_point`` in the entry-point ``group``."""
     info = tmp_path / f"{dist_name}-0.1.dist-info"
     info.mkdir()
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist_name}\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text(f"[pyro_zoo.models]\n{entry_point}\n")
+    (info / "entry_points.txt").write_text(f"[{group}]\n{entry_point}\n")
     monkeypatch.syspath_prepend(str(tmp_path))
 
 

@@ -299,7 +299,7 @@ def build_parser() -> argparse.ArgumentParser:
             action="append",
             default=[],
             metavar="FILE_OR_MODULE",
-            help="a Python file or module that registers models (repeatable)",
+            help="a Python file or module that registers models or engines (repeatable)",
         )
 
     def common(sp: argparse.ArgumentParser) -> None:

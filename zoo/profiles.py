@@ -27,15 +27,21 @@ from typing import Any
 from inference import ZooError
 from inference.engines import GENERIC_ENGINES, REFERENCE_BUDGETS, budget
 
-# Every engine declares its budget at each profile (inference/engines.py): read, not restated.
-PROFILES: dict[str, dict[str, dict[str, Any]]] = {
-    profile: {
-        engine: budget(engine, profile)
-        for engine in [*GENERIC_ENGINES, *REFERENCE_BUDGETS]
-        if budget(engine, profile)
+PROFILE_NAMES = ("quick", "full", "smoke")
+
+
+def profiles() -> dict[str, dict[str, dict[str, Any]]]:
+    """Every engine's budget at each report profile, read from its declaration
+    (inference/engines.py), so engines a user registered are sized too."""
+    return {
+        profile: {
+            engine: budget(engine, profile)
+            for engine in [*GENERIC_ENGINES, *REFERENCE_BUDGETS]
+            if budget(engine, profile)
+        }
+        for profile in PROFILE_NAMES
     }
-    for profile in ("quick", "full", "smoke")
-}
+
 
 # Options where a model's own default beats the profile only when it asks for more.
 COUNT_OPTIONS = frozenset(
@@ -46,9 +52,10 @@ COUNT_OPTIONS = frozenset(
 def check_profile(profile: Any) -> dict[str, dict[str, Any]]:
     """The profile's engine options; an unknown profile is a :class:`ZooError` naming the valid
     ones."""
-    if not isinstance(profile, str) or profile not in PROFILES:
-        raise ZooError(f"unknown report profile {profile!r}; valid profiles: {', '.join(PROFILES)}")
-    return PROFILES[profile]
+    if not isinstance(profile, str) or profile not in PROFILE_NAMES:
+        names = ", ".join(PROFILE_NAMES)
+        raise ZooError(f"unknown report profile {profile!r}; valid profiles: {names}")
+    return profiles()[profile]
 
 
 def engine_options(

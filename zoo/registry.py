@@ -36,6 +36,7 @@ from inference import (
     truth_from_distributions,
     variant_spec,
 )
+from inference.engines import reserve_names
 from inference.reference import describe_distributions, in_float64
 from inference.results import one_line
 from inference.runtime import seeded
@@ -43,7 +44,7 @@ from inference.runtime import seeded
 from .companions import Companion
 
 ENTRY_POINT_GROUP = "pyro_zoo.models"
-RESERVED = frozenset(GENERIC_ENGINES) | {"exact"}
+ENGINE_ENTRY_POINT_GROUP = "pyro_zoo.engines"  # packages that ship engines register them here
 
 _REGISTRY: dict[str, ModelEntry] = {}
 _LOCK = threading.RLock()
@@ -360,7 +361,7 @@ def _callable(what: str, fn: Any) -> Any:
 def _check_reference_name(engine: Any) -> None:
     if not isinstance(engine, str) or not engine.isidentifier():
         raise ValueError(f"engine names are Python identifiers, got {engine!r}")
-    if engine in RESERVED:
+    if engine in GENERIC_ENGINES or engine == "exact":
         raise ValueError(
             f"reference engine name {engine!r} clashes with "
             + ("a generic engine" if engine in GENERIC_ENGINES else "the closed-form posterior's")
@@ -603,16 +604,19 @@ def unregister(name: str) -> None:
 
 @contextlib.contextmanager
 def isolated() -> Iterator[None]:
-    """Models registered inside the block are forgotten after it (the built-in ones stay)."""
+    """Models and engines registered inside the block are forgotten after it (the built-in
+    ones stay)."""
     _discover()
     with _LOCK:
-        saved = dict(_REGISTRY)
+        saved, engines = dict(_REGISTRY), dict(GENERIC_ENGINES)
     try:
         yield
     finally:
         with _LOCK:
             _REGISTRY.clear()
             _REGISTRY.update(saved)
+            GENERIC_ENGINES.clear()
+            GENERIC_ENGINES.update(engines)
 
 
 def _discover() -> None:
@@ -626,21 +630,37 @@ def _discover() -> None:
         _discovered = True
         importlib.import_module("zoo.models")  # importing the package registers the built-ins
 
-        for ep in entry_points(group=ENTRY_POINT_GROUP):
-            try:
-                obj = ep.load()
-            except Exception as e:  # noqa: BLE001 - a broken plugin must not break the zoo
-                warnings.warn(
-                    f"could not load {ENTRY_POINT_GROUP} entry point {ep.name!r} ({ep.value}): "
-                    f"{type(e).__name__}: {e}",
-                    RuntimeWarning,
-                    stacklevel=3,
-                )
-                continue
-            if isinstance(obj, ModelEntry) and obj.name not in _REGISTRY:
-                _add(obj)
-            elif callable(obj) and not isinstance(obj, type | ModelEntry):
+        for group in (ENGINE_ENTRY_POINT_GROUP, ENTRY_POINT_GROUP):  # engines first: models
+            _load_entry_points(group)  # may name them in engines=
+
+
+def _load_entry_points(group: str) -> None:
+    """Load each entry point of ``group``: a model entry is added; a function is called (it
+    registers models or engines); a module registers them as it is imported."""
+    for ep in entry_points(group=group):
+        try:
+            obj = ep.load()
+            if isinstance(obj, ModelEntry):
+                if obj.name not in _REGISTRY:
+                    _add(obj)
+            elif callable(obj) and not isinstance(obj, type):
                 obj()
+        except Exception as e:  # noqa: BLE001 - a broken plugin must not break the zoo
+            warnings.warn(
+                f"could not load {group} entry point {ep.name!r} ({ep.value}): "
+                f"{type(e).__name__}: {e}",
+                RuntimeWarning,
+                stacklevel=4,
+            )
+
+
+def _reference_names() -> set[str]:
+    """Every registered model's own engine names (a user's generic engine may not take one)."""
+    with _LOCK:
+        return {n for e in _REGISTRY.values() for n in (*e.references, *e.variants)}
+
+
+reserve_names(_reference_names)
 
 
 def rediscover() -> None:
