@@ -107,11 +107,14 @@ def declare(
     needs: str,
     budgets: Mapping[str, Mapping[str, Any]],
     generic: bool = True,
+    defaults: Mapping[str, Any] | None = None,
 ) -> EngineSpec:
     """The one declaration of an engine: its options are ``fn``'s keyword-only parameters
-    (with their defaults); ``budgets`` may only set options it has."""
-    params = inspect.signature(fn).parameters.values()
-    defaults = {p.name: p.default for p in params if p.kind == p.KEYWORD_ONLY}
+    (with their defaults) unless ``defaults`` names them; ``budgets`` may only set options it
+    has."""
+    if defaults is None:
+        params = inspect.signature(fn).parameters.values()
+        defaults = {p.name: p.default for p in params if p.kind == p.KEYWORD_ONLY}
     if needs not in NEEDS:
         raise ValueError(f"engine {name!r}: needs must be one of {NEEDS}, got {needs!r}")
     for level, options in budgets.items():
@@ -120,7 +123,8 @@ def declare(
         unknown = set(options) - set(defaults)
         if unknown:
             raise ValueError(f"engine {name!r}: budget {level!r} sets unknown {sorted(unknown)}")
-    return EngineSpec(name, fn, summary, defaults, generic, needs, budgets)
+    budgets = {level: dict(options) for level, options in budgets.items()}
+    return EngineSpec(name, fn, summary, dict(defaults), generic, needs, budgets)
 
 
 _SAMPLER = "continuous"
@@ -487,15 +491,9 @@ def register_sampler(
         driver = {k: options.pop(k) for k in SAMPLER_DEFAULTS}
         return grouped_run(ctx, name, checked, **driver, **options)
 
+    summary = description or _first_line(fn, name)
     defaults = {**SAMPLER_DEFAULTS, **own}
-    spec = EngineSpec(name, run, description or _first_line(fn, name), defaults, True, _SAMPLER)
-    for level, options in budgets.items():
-        if level not in BUDGETS:
-            raise ZooError(f"engine {name!r}: unknown budget {level!r} (levels: {BUDGETS})")
-        unknown = set(options) - set(defaults)
-        if unknown:
-            raise ZooError(f"engine {name!r}: budget {level!r} sets unknown {sorted(unknown)}")
-    spec = dataclasses.replace(spec, budgets={k: dict(v) for k, v in budgets.items()})
+    spec = declare(name, run, summary, needs=_SAMPLER, budgets=budgets, defaults=defaults)
     GENERIC_ENGINES[name] = spec
     return spec
 
