@@ -5,6 +5,8 @@ inference engines and compared against the ground truth.
 >>> zoo.list_models()[:2]
 ['bayesian_linear_regression', 'beta_bernoulli']
 >>> run = zoo.run("beta_bernoulli", "exact")
+>>> zoo.config()  # how the zoo computes; zoo.configure(auto_compile=False) changes it
+Config(auto_compile=True, uncompiled='torchscript', code_version=None)
 
 The public names load on first use (PEP 562), so that ``zoo --help`` answers without importing
 torch and an early Ctrl-C on the command line is clean.
@@ -34,6 +36,9 @@ _PUBLIC = {
     "in_float64": "inference",
     "network": "inference",
     "pointwise_log_weights": "inference",
+    "Config": "inference.config",
+    "config": "inference.config",
+    "configure": "inference.config",
     "compare": "zoo.api",
     "run": "zoo.api",
     "ModelEntry": "zoo.registry",
@@ -48,6 +53,7 @@ _PUBLIC = {
 
 __all__ = [
     "Comparison",
+    "Config",
     "Draws",
     "Estimate",
     "Evidence",
@@ -57,6 +63,8 @@ __all__ = [
     "Run",
     "ZooError",
     "compare",
+    "config",
+    "configure",
     "gauss_legendre",
     "get_model",
     "in_float64",
@@ -86,6 +94,7 @@ if TYPE_CHECKING:
         network,
         pointwise_log_weights,
     )
+    from inference.config import Config, config, configure
     from zoo.api import compare, run
     from zoo.registry import (
         ModelEntry,
