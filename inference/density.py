@@ -50,6 +50,7 @@ import torch
 from pyro.infer.mcmc.util import initialize_model
 from torch.fx.experimental.proxy_tensor import make_fx as _torch_make_fx
 
+from .config import config
 from .discrete import enumerated
 from .reference import as_dtype
 from .results import one_line
@@ -485,8 +486,7 @@ class BatchedDensity:
     def start_run(self, *, auto_compile: bool) -> None:
         """A sampler run begins: ``auto_compile`` decides afresh for it (see :meth:`tick`),
         unless the environment turns automatic compiling off (:data:`AUTO_COMPILE_ENV`)."""
-        allowed = os.environ.get(AUTO_COMPILE_ENV, "1").strip().lower() not in ("0", "false", "no")
-        self.auto_compile = auto_compile and allowed
+        self.auto_compile = auto_compile and config().auto_compile
         self.restart_pace()
         self.compile_s = 0.0  # seconds this run spent tracing and compiling (a warm cache: few)
         self.step_nodes = 0  # what the run's fused sampler step adds to the graph (expect_step)
@@ -801,7 +801,7 @@ def _close(a: torch.Tensor, b: torch.Tensor) -> bool:
 def _scripting() -> bool:
     """Whether uncompiled graphs run as TorchScript (``ZOO_TORCHSCRIPT=0``: as FX graphs, and
     the samplers' steps eagerly)."""
-    return os.environ.get("ZOO_TORCHSCRIPT", "1") != "0"
+    return config().uncompiled == "torchscript"
 
 
 def has_compiler() -> bool:

@@ -1,5 +1,6 @@
 """The process state a run touches, set for the run and restored after it: random generators
-(seeded from the run's seed) and torch's intra-op threads (one per worker)."""
+(seeded from the run's seed), Pyro's parameter store (empty) and torch's intra-op threads (one
+per worker)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,20 @@ def seeded(seed: int) -> Iterator[None]:
         torch.set_rng_state(saved[0])
         np.random.set_state(saved[1])
         random.setstate(saved[2])
+
+
+@contextlib.contextmanager
+def own_param_store() -> Iterator[None]:
+    """Run with Pyro's parameter store empty, and give the caller's back afterwards: the same
+    names, constraints and tensors (a user's fit goes on where it was)."""
+    store = pyro.get_param_store()
+    saved = store.get_state()
+    store.clear()
+    try:
+        yield
+    finally:
+        store.clear()
+        store.set_state(saved)
 
 
 @contextlib.contextmanager

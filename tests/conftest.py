@@ -1,3 +1,4 @@
+import contextlib
 import os
 import warnings
 
@@ -11,8 +12,12 @@ warnings.filterwarnings("ignore", category=FutureWarning)
 
 # Runs with jit=None stay on the traced graph in tests (tests that check compiling pass jit=True
 # or compile=True): on a fresh machine inductor's cache is cold and each model's first compile
-# costs 10-20 s, more than the smoke-sized runs themselves (inference/density.py).
+# costs 10-20 s, more than the smoke-sized runs themselves (inference/config.py). The variable,
+# not zoo.configure: the suite's subprocesses (the CLI) inherit it.
 os.environ.setdefault("ZOO_AUTO_COMPILE", "0")
+# the environment is read once, now: a test that sets a ZOO_ variable for its subprocesses leaves
+# this process's settings alone (tests change those with the `configured` fixture)
+zoo.config()
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -28,6 +33,13 @@ def _shift_seeds():
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(zoo.api, "check_seed", lambda seed: check(seed) + SHIFT)
         yield
+
+
+@pytest.fixture
+def configured():
+    """``configured(**changes)``: ``zoo.configure(**changes)`` until the test ends."""
+    with contextlib.ExitStack() as stack:
+        yield lambda **changes: stack.enter_context(zoo.configure(**changes))
 
 
 @pytest.fixture(autouse=True)

@@ -49,14 +49,15 @@ def _unshifted_and_pinned():
     """The suite shifts every in-process run's seed (conftest); a subprocess is not shifted.
     Here every report passes ``--seed shifted(0)`` itself, in-process or not, so the stored
     keys and numbers of both kinds of run agree. The code version's source hash is pinned
-    (``ZOO_CODE_VERSION``, inherited by the subprocess): an edit of the packages while the
-    module runs (another checkout's work) is not a change these tests are about;
+    (``code_version``; ``ZOO_CODE_VERSION`` for subprocesses): an edit of the packages while
+    the module runs (another checkout's work) is not a change these tests are about;
     ``test_a_code_change_recomputes_every_cell`` and the hashing tests below are."""
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(zoo.api, "check_seed", _plain_seed)
         mp.setattr(zoo.sweep, "check_seed", _plain_seed)
-        mp.setenv(cell_store.CODE_VERSION_ENV, "test_resume")
-        yield
+        mp.setenv("ZOO_CODE_VERSION", "test_resume")  # for the CLI's subprocesses
+        with zoo.configure(code_version="test_resume"):
+            yield
 
 
 def report(out: Path, *extra: str) -> int:
@@ -217,8 +218,7 @@ def test_changed_options_recompute_only_the_cells_they_touch(reference, tmp_path
 
 def test_a_code_change_recomputes_every_cell(reference, tmp_path, capsys, caplog, monkeypatch):
     out = copy_report(reference, tmp_path)
-    monkeypatch.setenv(cell_store.CODE_VERSION_ENV, "another version")
-    with caplog.at_level(logging.INFO, logger="zoo.store"):
+    with zoo.configure(code_version="another version"), caplog.at_level(logging.INFO, "zoo.store"):
         assert report(out) == 0
     assert caplog.text.count("stale: code changed; recomputing") == 4
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
@@ -311,8 +311,8 @@ def test_results_round_trip_exactly_through_json():
         cell_store.encode(dist.Beta(1.0, 1.0))
 
 
-def test_the_code_version_covers_the_source_and_a_foreign_model(tmp_path, monkeypatch):
-    monkeypatch.delenv(cell_store.CODE_VERSION_ENV)
+def test_the_code_version_covers_the_source_and_a_foreign_model(tmp_path, monkeypatch, configured):
+    configured(code_version=None)
     own = cell_store.code_version(coin)  # defined here, outside the packages: its file counts
     assert own["model_source"] == hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
     assert "model_source" not in cell_store.code_version(zoo.get_model(MODEL).model)

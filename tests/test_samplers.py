@@ -144,7 +144,7 @@ def test_a_branch_on_a_sampled_value_is_detected_and_falls_back(registry):
         assert float(value[b]) == pytest.approx(float(want), rel=1e-5)
 
 
-def test_auto_compile_asks_again_as_the_pace_changes(monkeypatch):
+def test_auto_compile_asks_again_as_the_pace_changes(monkeypatch, configured):
     """The decision to compile is taken at 2% of the run (10 iterations at least) and again
     each time the iterations done double: a run whose density calls look cheap at first and
     then slow (NUTS's trees grow in warmup) is compiled once their time, projected over the
@@ -154,7 +154,7 @@ def test_auto_compile_asks_again_as_the_pace_changes(monkeypatch):
     compiled: list[int] = []
     monkeypatch.setattr(d, "_to_compiled", lambda graph: compiled.append(1) or ("compiled", d._fn))
     monkeypatch.setattr(d, "mode", "traced")
-    monkeypatch.setenv(density_module.AUTO_COMPILE_ENV, "1")  # the suite turns it off
+    configured(auto_compile=True)  # the suite turns it off
     d.start_run(auto_compile=True)
     total = 1000
     for it in range(20):  # 1 ms of density calls an iteration: 1 s over the run
@@ -168,7 +168,7 @@ def test_auto_compile_asks_again_as_the_pace_changes(monkeypatch):
     assert d.mode == "compiled"
 
 
-def _on_a_clock(monkeypatch):
+def _on_a_clock(monkeypatch, configured):
     """beta_bernoulli's density in traced mode with automatic compiling on, a clock the test
     moves by hand, and a list that records each compile instead of making it."""
     e = zoo.get_model("beta_bernoulli")
@@ -178,14 +178,14 @@ def _on_a_clock(monkeypatch):
     monkeypatch.setattr(density_module, "time", SimpleNamespace(perf_counter=lambda: clock[0]))
     monkeypatch.setattr(d, "_to_compiled", lambda graph: compiled.append(1) or ("compiled", d._fn))
     monkeypatch.setattr(d, "mode", "traced")
-    monkeypatch.setenv(density_module.AUTO_COMPILE_ENV, "1")
+    configured(auto_compile=True)
     return d, clock, compiled
 
 
-def test_auto_compile_follows_the_pace_of_the_whole_run(monkeypatch):
+def test_auto_compile_follows_the_pace_of_the_whole_run(monkeypatch, configured):
     """The second rule: density calls that cost nothing, but iterations (the sampler's own eager
     steps) slow enough that the rest of the run would take over COMPILE_RUN_AFTER_S."""
-    d, clock, compiled = _on_a_clock(monkeypatch)
+    d, clock, compiled = _on_a_clock(monkeypatch, configured)
     for pace, want in ((0.005, False), (0.05, True)):  # s an iteration: 4.9 s or 49 s to go
         compiled.clear()
         d.start_run(auto_compile=True)
@@ -195,12 +195,12 @@ def test_auto_compile_follows_the_pace_of_the_whole_run(monkeypatch):
         assert d._spent == 0.0 and bool(compiled) is want, pace
 
 
-def test_auto_compile_weighs_the_compile_against_what_it_saves(monkeypatch):
+def test_auto_compile_weighs_the_compile_against_what_it_saves(monkeypatch, configured):
     """Past either rule, a run compiles only where the rest of it, at the compiled pace, saves
     more than the compile is expected to cost: 49 s to go traced save 31.9 s compiled, worth a
     20 s compile, not a 40 s one (hmm's NUTS: a 54.6 s compile for a run of 28 s traced). The
     expected cost grows with the density's graph."""
-    d, clock, compiled = _on_a_clock(monkeypatch)
+    d, clock, compiled = _on_a_clock(monkeypatch, configured)
     for cost, want in ((40.0, False), (20.0, True)):
         monkeypatch.setattr(d, "compile_cost_s", lambda cost=cost: cost)
         compiled.clear()
@@ -380,10 +380,9 @@ def test_the_fused_compiled_hmc_step_takes_the_eager_steps(name, monkeypatch):
     fn = samplers._masked_leapfrog
     traced = batched_density(e.model, e.load_data(), e.structure, 3)
     fused = batched_density(e.model, e.load_data(), e.structure, 3, compile=True)
-    monkeypatch.setenv("ZOO_TORCHSCRIPT", "0")  # the eager step: the density fuses nothing
-    want = _transitions(traced, samplers.Step(traced, fn))
+    with zoo.configure(uncompiled="fx"):  # the eager step: the density fuses nothing
+        want = _transitions(traced, samplers.Step(traced, fn))
     assert traced.compile_s == 0 and not any(step is fn for _, step, *_ in traced._fused)
-    monkeypatch.delenv("ZOO_TORCHSCRIPT")
     for density in (traced, fused):
         density.start_run(auto_compile=False)
         got = _transitions(density, samplers.Step(density, fn, reuse_outputs=True))
@@ -659,14 +658,16 @@ def test_bad_sampler_options_are_refused():
      ("eight_schools_noncentered", True)],
     ids=["eight_schools_noncentered", "three_coin", "eight_schools_noncentered-dense"],
 )  # fmt: skip
-def test_the_fused_compiled_asynchronous_step_takes_the_eager_steps(name, dense, monkeypatch):
+def test_the_fused_compiled_asynchronous_step_takes_the_eager_steps(
+    name, dense, monkeypatch, configured
+):
     """The asynchronous NUTS step (leaf, subtree merge, draw emission, new trees: one graph)
     fused through the density, compiled or as TorchScript, gives the eager step's draws and
     statistics, under a diagonal metric and under a dense one (each chain its own)."""
     e = zoo.get_model(name)
     runs = []
     for compile_, scripted in ((False, "0"), (False, "1"), (True, "1")):
-        monkeypatch.setenv("ZOO_TORCHSCRIPT", scripted)  # "0": the step runs eagerly
+        configured(uncompiled="torchscript" if scripted == "1" else "fx")  # fx: run eagerly
         density = batched_density(e.model, e.load_data(), e.structure, 3, compile=compile_)
         gen = torch.Generator().manual_seed(5)
         q = density.initial_points(gen)
@@ -696,14 +697,14 @@ def test_the_fused_compiled_asynchronous_step_takes_the_eager_steps(name, dense,
 
 
 @pytest.mark.parametrize("name", ["eight_schools_noncentered", "three_coin"])
-def test_the_eager_step_skips_only_what_changes_nothing(name, monkeypatch):
+def test_the_eager_step_skips_only_what_changes_nothing(name, monkeypatch, configured):
     """Run uncompiled, NUTS's step skips the masking that no chain needs in a call (no subtree
     finished, every chain live, no checkpoint written): its draws, statistics and density
     calls are bit for bit those of the branch-free step, warmup included (chains that reach
     their iterations first wait, masked, so the skips meet partly live batches too)."""
     e = zoo.get_model(name)
     density = batched_density(e.model, e.load_data(), e.structure, 4, compile=False)
-    monkeypatch.setenv("ZOO_TORCHSCRIPT", "0")  # the step runs eagerly, not as TorchScript
+    configured(uncompiled="fx")  # the step runs eagerly, not as TorchScript
     init = samplers.Step.__init__
 
     def without_eager(self, density, fn, eager=None, **kw):  # noqa: ANN001, ANN003, ANN202
@@ -790,7 +791,7 @@ def test_chees_adapts_a_short_trajectory_on_a_gaussian():
     assert float((x.var(0) - 1).abs().max()) < 5 * np.sqrt(2 / ess)
 
 
-def test_chees_weighs_its_compile_on_the_pace_of_its_draws(monkeypatch):
+def test_chees_weighs_its_compile_on_the_pace_of_its_draws(monkeypatch, configured):
     """ChEES asks the density whether to compile only while it draws, the pace measured from
     the end of warmup: its warmup's first iterations, before the metric settles, cost several
     times the draws. The density's pace restarts where the sampler says."""
@@ -811,7 +812,7 @@ def test_chees_weighs_its_compile_on_the_pace_of_its_draws(monkeypatch):
     samplers.chees(Recording(), q, num_samples=30, warmup=40, gen=gen)
     assert events == ["restart", *((i, 30) for i in range(30))]
 
-    d, clock, compiled = _on_a_clock(monkeypatch)
+    d, clock, compiled = _on_a_clock(monkeypatch, configured)
     d.start_run(auto_compile=True)
     for it in range(9):  # a second an iteration, before the first check: 990 s to go
         clock[0] += 1.0

@@ -13,8 +13,10 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pyro
 import pytest
 import torch
+from torch.distributions import constraints
 
 import zoo
 from zoo import sweep
@@ -154,6 +156,51 @@ def test_a_run_leaves_the_callers_random_state_alone():
     zoo.run("beta_bernoulli", "svi", num_steps=20, num_samples=10, seed=0)
     assert (np.random.rand(), random.random(), torch.rand(()).item()) == expected
     assert torch.get_num_threads() == threads
+
+
+SMOKE = {
+    "svi": {"num_steps": 20, "num_samples": 10},
+    "nuts": {"num_samples": 10, "warmup": 10, "num_chains": 2},
+}
+
+
+def _draws(run) -> dict[str, np.ndarray]:
+    assert run.ok, run.error
+    return {k: v.values for k, v in run.idata.posterior.data_vars.items()}
+
+
+def test_a_run_leaves_the_callers_param_store_alone_and_its_numbers_do_not_depend_on_it():
+    """zoo.run and zoo.compare give the user's Pyro parameter store back as it was (the same
+    names, constraints and tensors, values unchanged) and the random generators where they
+    were; a run's numbers are those of a run from an empty store and another random state."""
+    pyro.clear_param_store()
+    runs = {e: zoo.run("beta_bernoulli", e, seed=3, **o) for e, o in SMOKE.items()}
+    store = pyro.get_param_store()
+    loc = pyro.param("loc", torch.tensor([1.0, 2.0]))
+    pyro.param("scale", torch.tensor(0.5), constraint=constraints.positive)
+    tensors = dict(store.named_parameters())  # the unconstrained tensors themselves
+    values = {k: v.detach().clone() for k, v in tensors.items()}
+    constraint = store.get_state()["constraints"]
+    np.random.seed(7)
+    random.seed(7)
+    torch.manual_seed(7)
+    expected = (np.random.rand(), random.random(), torch.rand(()).item())
+    np.random.seed(7)
+    random.seed(7)
+    torch.manual_seed(7)
+    again = {e: zoo.run("beta_bernoulli", e, seed=3, **o) for e, o in SMOKE.items()}
+    compared = zoo.compare("beta_bernoulli", list(SMOKE), seed=3, **SMOKE)
+    assert (np.random.rand(), random.random(), torch.rand(()).item()) == expected
+    assert dict(store.named_parameters()) == tensors  # the same tensor objects
+    assert all(torch.equal(p, values[k]) for k, p in store.named_parameters())
+    assert store.get_state()["constraints"] == constraint
+    assert pyro.param("loc") is loc
+    pyro.clear_param_store()
+    for engine, run in runs.items():
+        want = _draws(run)
+        for other in (again[engine], compared.runs[engine]):
+            got = _draws(other)
+            assert want.keys() == got.keys() and all(np.array_equal(want[k], got[k]) for k in want)
 
 
 def test_one_chain_runs_print_no_arviz_warning(capfd):

@@ -5,6 +5,8 @@ inference engines and compared against the ground truth.
 >>> zoo.list_models()[:2]
 ['bayesian_linear_regression', 'beta_bernoulli']
 >>> run = zoo.run("beta_bernoulli", "exact")
+>>> zoo.config()  # how the zoo computes; zoo.configure(auto_compile=False) changes it
+Config(auto_compile=True, uncompiled='torchscript', code_version=None)
 
 The public names load on first use (PEP 562), so that ``zoo --help`` answers without importing
 torch and an early Ctrl-C on the command line is clean.
@@ -39,6 +41,9 @@ _PUBLIC = {
     "register_engine": "inference",
     "register_sampler": "inference",
     "unregister_engine": "inference",
+    "Config": "inference.config",
+    "config": "inference.config",
+    "configure": "inference.config",
     "compare": "zoo.api",
     "run": "zoo.api",
     "ModelEntry": "zoo.registry",
@@ -53,6 +58,7 @@ _PUBLIC = {
 
 __all__ = [
     "Comparison",
+    "Config",
     "Draws",
     "EngineContext",
     "Estimate",
@@ -64,6 +70,8 @@ __all__ = [
     "Samples",
     "ZooError",
     "compare",
+    "config",
+    "configure",
     "gauss_legendre",
     "get_model",
     "in_float64",
@@ -101,6 +109,7 @@ if TYPE_CHECKING:
         register_sampler,
         unregister_engine,
     )
+    from inference.config import Config, config, configure
     from zoo.api import compare, run
     from zoo.registry import (
         ModelEntry,

@@ -11,8 +11,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import pyro
-
 from inference import (
     GENERIC_ENGINES,
     Comparison,
@@ -24,7 +22,7 @@ from inference import (
 )
 from inference.accuracy import comparison_table
 from inference.results import one_line
-from inference.runtime import interactive, seeded, threads
+from inference.runtime import interactive, own_param_store, seeded, threads
 
 from .registry import ModelEntry, get_model
 from .validation import check_data
@@ -84,13 +82,13 @@ def prepare(
 
 
 def execute(p: Prepared) -> Run:
-    """Run a prepared request: seeded from its seed, one torch thread, timed. Numerical
-    failures give a failed Run, never an exception; the caller's random state is restored.
+    """Run a prepared request: seeded from its seed, with an empty Pyro parameter store, one
+    torch thread, timed. Numerical failures give a failed Run, never an exception; the caller's
+    random state and parameter store are restored.
     The Run returned is built here with what was run (model, engine, options, seed, data)."""
     entry, spec = p.entry, p.entry.engine_spec(p.engine)
-    pyro.clear_param_store()
     start = time.perf_counter()
-    with seeded(p.seed), threads(1):
+    with seeded(p.seed), own_param_store(), threads(1):
         try:
             structure = entry.structure if p.default_data else inspect_model(entry.model, p.data)
             ctx = EngineContext(

@@ -15,9 +15,10 @@ The JSON also holds the cell's key, a SHA-256 of what decides its result:
   the source of the ``zoo`` and ``inference`` packages (every ``.py`` file: models, engines and
   the runner; an edit anywhere recomputes every cell, so no stale result survives a change of
   code), and a hash of the model's own module file when it lies outside them (a model
-  registered from another package or a script). The environment variable ``ZOO_CODE_VERSION``,
-  when set, stands in for the hash of the packages' source: to keep a long sweep's cells across
-  an edit known to change no result (a comment, a docstring), at the user's own risk.
+  registered from another package or a script). The setting ``code_version``
+  (``zoo.configure(code_version=...)``, or the environment variable ``ZOO_CODE_VERSION``), when
+  set, stands in for the hash of the packages' source: to keep a long sweep's cells across an
+  edit known to change no result (a comment, a docstring), at the user's own risk.
 
 A stored cell is used only when its key matches, its files are whole and they decode; otherwise
 it is recomputed, and a cell found corrupt or stale says so in a log line (logger
@@ -49,6 +50,7 @@ import torch
 
 from inference import Run
 from inference.arviz_io import arviz
+from inference.config import config
 from inference.results import Evidence, one_line
 
 from .files import TMP_SUFFIX, remove_leftovers, replace_file, replacing
@@ -60,7 +62,6 @@ FORMAT = 1  # of the JSON record; another format is recomputed
 STORE_DIR = "cells"
 _ROOT = Path(__file__).resolve().parents[1]
 SOURCE_PACKAGES = ("zoo", "inference")
-CODE_VERSION_ENV = "ZOO_CODE_VERSION"  # pins the source part of the code version when set
 _LIBRARIES = ("pyro-zoo", "torch", "pyro-ppl", "numpy", "arviz")
 # the Run fields the JSON holds (data is the model's, restored from the registry; idata: netCDF)
 _RUN_FIELDS = tuple(f.name for f in fields(Run) if f.name not in ("data", "idata", "evidence"))
@@ -96,7 +97,7 @@ def code_version(model: Any = None) -> dict[str, str]:
     source where it has no file, as in a notebook)."""
     out = {d: _version(d) for d in _LIBRARIES}
     out["python"] = platform.python_version()
-    out["source"] = os.environ.get(CODE_VERSION_ENV) or source_hash()
+    out["source"] = config().code_version or source_hash()
     if model is not None:
         own = _model_source(model)
         if own is not None:

@@ -31,6 +31,7 @@ from tqdm.auto import tqdm
 
 import reports
 from inference import GENERIC_ENGINES, Comparison, Run, ZooError, check_options
+from inference.config import Config, config, configure
 from inference.parallel import cores, map_indices, mark_worker
 from inference.results import one_line
 from inference.runtime import interactive
@@ -189,7 +190,7 @@ class DaskExecutor(Executor):
         self._pool = self.client.get_executor(pure=False)
 
     def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
-        return self._pool.submit(_on_dask_worker, fn, *args, **kwargs)
+        return self._pool.submit(_on_dask_worker, config(), fn, *args, **kwargs)
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         try:
@@ -201,12 +202,14 @@ class DaskExecutor(Executor):
         return f"DaskExecutor({self.address!r})"
 
 
-def _on_dask_worker(fn: Any, /, *args: Any, **kwargs: Any) -> Any:
-    """``fn(*args, **kwargs)`` in a Dask worker, set up as a local worker process is; a wrong
-    call says it happened on the cluster (a model registered in a script is unknown there)."""
+def _on_dask_worker(settings: Config, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)`` in a Dask worker, set up as a local worker process is and under
+    the submitting process's ``settings`` (``zoo.config()``); a wrong call says it happened on
+    the cluster (a model registered in a script is unknown there)."""
     mark_worker()
     try:
-        return fn(*args, **kwargs)
+        with configure(**dataclasses.asdict(settings)):
+            return fn(*args, **kwargs)
     except ZooError as e:
         raise ZooError(
             f"on a Dask worker: {e} (workers know the models of installed packages only)"
