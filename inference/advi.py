@@ -32,7 +32,7 @@ from tqdm.auto import tqdm
 from .context import EngineContext
 from .density import BatchedDensity
 from .results import NumericalFailure
-from .samplers import Step
+from .samplers.driver import Step
 from .structure import fit_init
 
 FAMILIES = {"normal": "meanfield", "mvn": "fullrank"}
