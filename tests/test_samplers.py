@@ -8,8 +8,11 @@ bookkeeping matches its definition; same seed, same numbers."""
 
 from __future__ import annotations
 
+import ast
+import inspect
 import math
 import warnings
+from pathlib import Path
 from types import SimpleNamespace
 
 import arviz as az
@@ -468,6 +471,90 @@ def test_a_step_asks_for_its_fused_form_until_the_density_has_one():
     step(q), step(q), step(q)
     assert len(asked) == 3  # twice without a fused form, once to get it
     assert calls == ["eager", "eager", "fused", "fused", "fused"]
+
+
+# what only the driver asks of a density: how and when to compile a kernel's steps
+COMPILE_METHODS = ("fuse", "tick", "expect_step", "restart_pace", "start_run", "compile_s")
+
+
+def test_only_the_driver_knows_about_compiling():
+    """The kernels and their parts import neither the driver nor the density (nor anything
+    outside the package but libraries) and call none of the density's compile methods: they
+    declare steps and report iterations to their loop."""
+    bad = []
+    for path in sorted(Path(samplers.__file__).parent.glob("*.py")):
+        if path.name in ("driver.py", "__init__.py"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            where = f"{path.name}:{getattr(node, 'lineno', 0)}"
+            if isinstance(node, ast.ImportFrom) and (node.level != 1 or node.module == "driver"):
+                if node.level or node.module.split(".")[0] in ("inference", "zoo"):
+                    bad.append(f"{where} imports {node.module}")
+            elif isinstance(node, ast.Import):
+                bad += [f"{where} imports {a.name}" for a in node.names if "inference" in a.name]
+            elif isinstance(node, ast.Attribute) and node.attr in COMPILE_METHODS:
+                bad.append(f"{where} uses .{node.attr}")
+            elif isinstance(node, ast.Constant) and node.value in COMPILE_METHODS:
+                bad.append(f"{where} names {node.value!r}")
+    assert not bad, bad
+
+
+def test_a_sampler_is_its_kernel_with_a_progress_option_for_its_loop():
+    """The public samplers take the contract's arguments and their kernel's options, and
+    ``progress`` in place of the kernel's ``loop``."""
+    for sampler in (samplers.nuts, samplers.chees, samplers.hmc, samplers.rwmh):
+        params = inspect.signature(sampler).parameters
+        assert list(params)[:5] == ["density", "theta0", "num_samples", "warmup", "gen"]
+        assert "loop" not in params and params["progress"].default is False
+    assert "max_tree_depth" in inspect.signature(samplers.nuts).parameters
+
+
+def _mala(density, theta0, *, num_samples, warmup, gen, loop, target_accept=0.574):
+    """A new kernel written from the package's parts: Langevin proposals (one leapfrog step's
+    position) with their Metropolis–Hastings correction, in Stan's windowed warmup."""
+
+    def langevin(q, logp, grad, step, inv_mass, it):
+        eps2 = step[:, None] ** 2 * inv_mass  # the proposal's variance, per coordinate
+
+        def log_proposal(to, frm, g):  # log q(to | frm) up to a constant
+            return -((to - frm - 0.5 * eps2 * g) ** 2 / (2 * eps2)).sum(-1)
+
+        z = torch.randn(q.shape, generator=gen, dtype=q.dtype)
+        new = q + 0.5 * eps2 * grad + eps2.sqrt() * z
+        lp, g = density(new)
+        log_ratio = lp - logp + log_proposal(q, new, g) - log_proposal(new, q, grad)
+        accept = torch.nan_to_num(log_ratio, nan=-math.inf).clamp(max=0.0).exp()
+        take = torch.rand(len(q), generator=gen, dtype=q.dtype) < accept
+        t = take[:, None]
+        stats = {"accept": accept, "diverging": torch.zeros_like(take)}
+        q, logp, grad = torch.where(t, new, q), torch.where(take, lp, logp), torch.where(t, g, grad)
+        return q, logp, grad, stats, 1
+
+    return windows.adapted_chains(
+        density, theta0, num_samples=num_samples, warmup=warmup, gen=gen, loop=loop,
+        target_accept=target_accept, transition=langevin,
+    )  # fmt: skip
+
+
+def test_a_new_kernel_from_the_parts_samples_a_gaussian():
+    """What a new sampler takes: a kernel of a few lines on the package's parts (here MALA in
+    Stan's windowed warmup), made a sampler by ``as_sampler``: the public contract, progress
+    and iterations reported, on a plain function. Its draws have a Gaussian's moments."""
+    sd = torch.logspace(-1, 1, 5, dtype=torch.float64)
+
+    def density(q):
+        z = q / sd
+        return -0.5 * (z * z).sum(-1), -z / sd
+
+    mala = samplers.as_sampler(_mala, "mala")
+    gen = torch.Generator().manual_seed(shifted(8))
+    q = torch.randn(8, 5, generator=gen, dtype=torch.float64)
+    s = mala(density, q, num_samples=1000, warmup=500, gen=gen, progress=False)
+    assert s.theta.shape == (8, 1000, 5) and s.stats["step_size"].shape == (8, 1000)
+    x = s.theta.reshape(-1, 5) / sd
+    ess = len(x) / 20  # conservative: MALA's draws are more correlated than NUTS's
+    assert float(x.mean(0).abs().max()) < 5 / np.sqrt(ess)
+    assert float((x.var(0) - 1).abs().max()) < 5 * np.sqrt(2 / ess)
 
 
 def test_checkpoint_indices_follow_their_definition():
