@@ -87,6 +87,7 @@ class DrivenLoop(Loop):
     ) -> None:
         super().__init__(density)
         self.total, self.shown, self.start = total, 0, 0
+        self._tick = getattr(density, "tick", None)
         self.bar = tqdm(total=total, disable=not progress, desc=desc, leave=False, mininterval=0.5)
 
     def step(
@@ -109,10 +110,8 @@ class DrivenLoop(Loop):
         self.bar.update(iterations - before)
         if before < self.start <= iterations:
             self._restart_pace()
-        if iterations > self.start:
-            tick = getattr(self.density, "tick", None)
-            if tick is not None:
-                tick(iterations - self.start - 1, self.total - self.start)
+        if iterations > self.start and self._tick is not None:
+            self._tick(iterations - self.start - 1, self.total - self.start)
 
     def pace_from(self, iterations: int) -> None:
         self.start = iterations
