@@ -32,7 +32,7 @@ from tqdm.auto import tqdm
 from .context import EngineContext
 from .density import BatchedDensity
 from .results import NumericalFailure
-from .samplers import Step
+from .samplers.driver import DrivenLoop
 from .structure import fit_init
 
 FAMILIES = {"normal": "meanfield", "mvn": "fullrank"}
@@ -164,7 +164,8 @@ def advi(
     if family == "fullrank":
         params = torch.cat([params, torch.zeros(dim * (dim - 1) // 2, dtype=density.dtype)])
     m, v = torch.zeros_like(params), torch.zeros_like(params)
-    step = Step(density, STEPS[family])
+    loop = DrivenLoop(density, num_steps)  # the step fused, the compile paced by the driver
+    step = loop.step(STEPS[family])
     decay = 0.1 ** (1.0 / num_steps)
     elbos: list[torch.Tensor] = []
     bar = tqdm(range(num_steps), desc=desc, disable=not ctx.progress, leave=False)
@@ -174,7 +175,7 @@ def advi(
         eps = torch.randn(density.chains, dim, generator=gen, dtype=density.dtype)
         params, m, v, elbo = step(params, m, v, eps, torch.tensor(size, dtype=density.dtype))
         elbos.append(elbo)
-        density.tick(t, num_steps)
+        loop.done(t + 1)
         if (t + 1) % 100 == 0 or t + 1 == num_steps:
             recent = torch.stack(elbos[-100:])
             if not bool(torch.isfinite(params).all()) or not bool(torch.isfinite(recent).any()):

@@ -1,9 +1,10 @@
 """Markov chain Monte Carlo engines: NUTS, ChEES-HMC, fixed-length HMC and random-walk
 Metropolis–Hastings on the model's batched log density (:mod:`inference.density`), all chains of
-a group advanced together (:mod:`inference.samplers`); discrete sites are summed out of the
-target and recovered afterwards. Pyro's own NUTS stays reachable (``backend="pyro"``) as the
-independent check. Chain groups run in parallel worker processes when the machine has the
-cores, each seeded from the run's seed and its index."""
+a group advanced together (:mod:`inference.samplers`, whose driver lays the chains out in
+groups, each seeded from the run's seed and its index, in parallel worker processes when the
+machine has the cores); discrete sites are summed out of the target and recovered afterwards,
+and the draws packaged as a Run. Pyro's own NUTS stays reachable (``backend="pyro"``) as the
+independent check."""
 
 from __future__ import annotations
 
@@ -19,13 +20,13 @@ from pyro.infer import MCMC, NUTS
 from . import samplers
 from .arviz_io import make_run, mcmc_convergence
 from .context import EngineContext
-from .density import batched_density, has_compiler
 from .discrete import enumerated
 from .parallel import can_fork, cores, map_indices
 from .posterior import complete
 from .results import NumericalFailure, Run, ZooError
-from .runtime import device_of, on_device
+from .runtime import device_of
 from .samplers import Samples
+from .samplers.driver import chain_seed, sample_chains
 from .structure import init_strategy
 
 # Chains in lockstep share each step's Python work and compiled call: on eight schools and the
@@ -34,11 +35,6 @@ from .structure import init_strategy
 LOCKSTEP_CHAINS = 32
 SUPERCHAIN = 4  # ChEES: chains started together, for nested R-hat
 CHEES_GROUP = 16  # ChEES adapts on the spread across chains: no group smaller than this
-
-
-def chain_seed(seed: int, chain: int) -> int:
-    """Chain ``chain``'s own seed, derived from the run's seed: the same wherever it runs."""
-    return int(np.random.SeedSequence([seed, chain]).generate_state(1)[0])
 
 
 @dataclass
@@ -133,116 +129,6 @@ def mcmc_run(
 
 
 # --------------------------------------------------------------------- the batched samplers
-
-
-@dataclass
-class Sampled:
-    """The chains of a batched sampler run: constrained draws ``site -> (chains, draws, *shape)``,
-    per-draw statistics ``(chains, draws)``, the flat unconstrained draws and each group's
-    :class:`~inference.samplers.Samples`."""
-
-    posterior: dict[str, np.ndarray]
-    stats: dict[str, np.ndarray]
-    theta: torch.Tensor
-    parts: list[Samples]
-    groups: int
-    workers: int
-
-
-def sample_chains(
-    ctx: EngineContext,
-    sampler: Callable[..., Samples],
-    *,
-    num_samples: int,
-    warmup: int,
-    num_chains: int,
-    jit: bool | None,
-    parallel: bool,
-    device: str = "cpu",
-    superchain: int = 1,
-    min_group: int = 1,
-    batch: dict[str, torch.Tensor] | None = None,
-    chain_groups: int | None = None,
-    **options: Any,
-) -> Sampled:
-    """Run ``sampler`` on the model's batched log density: the chains in ``chain_groups``
-    lockstep groups (None: ``min(num_chains // min_group, cores)``), each seeded from the run's
-    seed and its index, the groups in forked worker processes when ``parallel`` (the same
-    numbers either way; the layout, not the processes, fixes the numbers). On a GPU
-    (``device="cuda"``) all chains are one group, every tensor of the run on the device.
-    ``batch``: per-chain data (``(num_chains, *shape)`` per batched argument; see
-    :class:`~inference.density.BatchedDensity`), each group taking its chains' rows."""
-    s = ctx.structure
-    dev = device_of(device)
-    groups = chain_layout(num_chains, min_group, chain_groups, dev)
-    sizes = [num_chains // groups + (g < num_chains % groups) for g in range(groups)]
-    compile_ = bool(jit) and (has_compiler() or dev.type != "cpu")
-    starts = np.cumsum([0, *sizes])
-    densities = [  # groups of one size share a density (batched_density's cache), unless batched
-        batched_density(
-            ctx.model,
-            ctx.data,
-            s,
-            n,
-            compile=compile_,
-            device=dev,
-            batch={k: v[starts[g] : starts[g] + n] for k, v in batch.items()} if batch else None,
-        )  # fmt: skip
-        for g, n in enumerate(sizes)
-    ]
-    workers = groups if parallel else 1
-
-    def one(g: int) -> Samples:
-        density = densities[g]
-        density.start_run(auto_compile=jit is None)  # None: compiled once the run shows it pays
-        gen = density.generator(chain_seed(ctx.seed, g))
-        theta0 = density.initial_points(gen)
-        if superchain > 1:  # chains of a superchain start together (nested R-hat)
-            theta0 = theta0[(torch.arange(len(theta0)) // superchain) * superchain]
-        with torch.no_grad(), on_device(dev):
-            result = sampler(
-                density,
-                theta0,
-                num_samples=num_samples,
-                warmup=warmup,
-                gen=gen,
-                progress=ctx.progress and workers == 1,
-                **options,
-            )
-        result.info["density"] = density.mode
-        result.info["compile_s"] = density.compile_s
-        return result
-
-    parts = map_indices(one, groups, workers)
-    density = densities[0]
-    theta = torch.cat([p.theta for p in parts])
-    flat = density.constrain(theta.reshape(-1, density.dim))
-    posterior = {
-        k: v.reshape((num_chains, num_samples, *v.shape[1:])).cpu().numpy() for k, v in flat.items()
-    }
-    stats = {k: torch.cat([p.stats[k] for p in parts]).cpu().numpy() for k in parts[0].stats}
-    return Sampled(posterior, stats, theta.cpu(), parts, groups, workers)
-
-
-def chain_layout(
-    num_chains: int, min_group: int, chain_groups: int | None, device: torch.device
-) -> int:
-    """How many lockstep groups ``num_chains`` run in: ``chain_groups`` when given (at least
-    ``min_group`` chains a group), else one per core on a CPU (as many as the chains allow) and
-    one on a GPU. Fewer groups take fewer sampler steps: a step moves every chain of its group,
-    and a group ends with its slowest chain. More groups run side by side on more cores."""
-    if chain_groups is None:
-        return (min(num_chains // min_group, cores()) or 1) if device.type == "cpu" else 1
-    most = max(1, num_chains // min_group)
-    if chain_groups > most:
-        raise ZooError(
-            f"chain_groups={chain_groups} is more groups than {num_chains} chains make"
-            + (f" at {min_group} chains or more a group" if min_group > 1 else "")
-            + f"; at most {most} here"
-        )
-    if chain_groups > 1 and device.type != "cpu":
-        raise ZooError(f"on {device} every chain runs in one batch: chain_groups must be 1")
-    return chain_groups
 
 
 def failed_chains(theta: torch.Tensor | np.ndarray, diverging: np.ndarray) -> str | None:

@@ -8,8 +8,11 @@ bookkeeping matches its definition; same seed, same numbers."""
 
 from __future__ import annotations
 
+import ast
+import inspect
 import math
 import warnings
+from pathlib import Path
 from types import SimpleNamespace
 
 import arviz as az
@@ -29,6 +32,10 @@ import zoo
 from inference import density as density_module
 from inference import samplers
 from inference.density import DensityWarning, batched_density, has_compiler
+from inference.samplers import driver, integrator, metric, trajectory, windows
+from inference.samplers.hmc import transition as hmc_transition
+from inference.samplers.nuts import nuts_sample
+from inference.samplers.nuts_tree import NUTS_STEP_NODES, checkpoints
 
 # models with a fixed joint density of continuous latents (amortised models that draw their
 # own minibatches have none: their sites are those of a random 100 of the images)
@@ -222,7 +229,7 @@ def test_a_compile_is_priced_with_the_nodes_its_fused_step_adds():
     each run starts from the density's own price."""
     e = zoo.get_model("beta_bernoulli")
     d = batched_density(e.model, e.load_data(), e.structure, 2)
-    step = density_module.COMPILE_S_PER_NODE * samplers.NUTS_STEP_NODES
+    step = density_module.COMPILE_S_PER_NODE * NUTS_STEP_NODES
     prices = {}
     for sampler, options in ((samplers.nuts, NUTS_TEST_DEPTH), (samplers.hmc, {})):
         d.start_run(auto_compile=False)
@@ -362,8 +369,8 @@ def _transitions(density, step, n=6):
     inv_mass = torch.ones_like(q)
     out = []
     for _ in range(n):
-        q, logp, grad, st, *_ = samplers._hmc_with_proposal(
-            density, q, logp, grad, eps, inv_mass, gen, torch.full_like(eps, 7.0), 10, step
+        q, logp, grad, st, *_ = hmc_transition(
+            q, logp, grad, eps, inv_mass, gen, torch.full_like(eps, 7.0), 10, step
         )
         out.append((q.clone(), {k: v.clone() for k, v in st.items()}))
     return out
@@ -377,15 +384,15 @@ def test_the_fused_compiled_hmc_step_takes_the_eager_steps(name, monkeypatch):
     after transition (NUTS's step: test_the_fused_compiled_asynchronous_step_takes_the_eager_
     steps)."""
     e = zoo.get_model(name)
-    fn = samplers._masked_leapfrog
+    fn = integrator.masked_leapfrog
     traced = batched_density(e.model, e.load_data(), e.structure, 3)
     fused = batched_density(e.model, e.load_data(), e.structure, 3, compile=True)
     with zoo.configure(uncompiled="fx"):  # the eager step: the density fuses nothing
-        want = _transitions(traced, samplers.Step(traced, fn))
+        want = _transitions(traced, driver.Step(traced, fn))
     assert traced.compile_s == 0 and not any(step is fn for _, step, *_ in traced._fused)
     for density in (traced, fused):
         density.start_run(auto_compile=False)
-        got = _transitions(density, samplers.Step(density, fn, reuse_outputs=True))
+        got = _transitions(density, driver.Step(density, fn, reuse_outputs=True))
         assert [f for (_, step, *_), f in density._fused.items() if step is fn and f], (
             density.reasons
         )
@@ -398,7 +405,7 @@ def test_the_fused_compiled_hmc_step_takes_the_eager_steps(name, monkeypatch):
         # nothing; scripting (a few tenths of a second) is not compiling
         assert (density.compile_s > 0) == (density is fused)
         density.start_run(auto_compile=False)
-        again = samplers.Step(density, fn, reuse_outputs=True)
+        again = driver.Step(density, fn, reuse_outputs=True)
         assert _transitions(density, again)[-1][0].equal(got[-1][0])
         assert density.compile_s == 0
 
@@ -417,7 +424,7 @@ def test_a_compiled_step_that_reuses_its_outputs_writes_into_those_of_two_calls_
     p = torch.randn(q.shape, generator=gen, dtype=q.dtype)
     live = torch.tensor([True, False, True])
     args = (q, p, grad, logp, torch.full((3, 1), 0.1, dtype=q.dtype), torch.ones_like(q), live)
-    fn = samplers._masked_leapfrog
+    fn = integrator.masked_leapfrog
     reusing, fresh = (density.fuse(fn, args, reuse_outputs=r) for r in (True, False))
     assert reusing is not None and fresh is not None, density.reasons
     want = fresh(*args)
@@ -457,7 +464,7 @@ def test_a_step_asks_for_its_fused_form_until_the_density_has_one():
         return density(q)
 
     d, q = Density(), torch.zeros(2, 3)
-    step = samplers.Step(d, fn)
+    step = driver.Step(d, fn)
     step(q), step(q)
     d.compiled = True
     step(q), step(q), step(q)
@@ -465,11 +472,95 @@ def test_a_step_asks_for_its_fused_form_until_the_density_has_one():
     assert calls == ["eager", "eager", "fused", "fused", "fused"]
 
 
+# what only the driver asks of a density: how and when to compile a kernel's steps
+COMPILE_METHODS = ("fuse", "tick", "expect_step", "restart_pace", "start_run", "compile_s")
+
+
+def test_only_the_driver_knows_about_compiling():
+    """The kernels and their parts import neither the driver nor the density (nor anything
+    outside the package but libraries) and call none of the density's compile methods: they
+    declare steps and report iterations to their loop."""
+    bad = []
+    for path in sorted(Path(samplers.__file__).parent.glob("*.py")):
+        if path.name in ("driver.py", "__init__.py"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            where = f"{path.name}:{getattr(node, 'lineno', 0)}"
+            if isinstance(node, ast.ImportFrom) and (node.level != 1 or node.module == "driver"):
+                if node.level or node.module.split(".")[0] in ("inference", "zoo"):
+                    bad.append(f"{where} imports {node.module}")
+            elif isinstance(node, ast.Import):
+                bad += [f"{where} imports {a.name}" for a in node.names if "inference" in a.name]
+            elif isinstance(node, ast.Attribute) and node.attr in COMPILE_METHODS:
+                bad.append(f"{where} uses .{node.attr}")
+            elif isinstance(node, ast.Constant) and node.value in COMPILE_METHODS:
+                bad.append(f"{where} names {node.value!r}")
+    assert not bad, bad
+
+
+def test_a_sampler_is_its_kernel_with_a_progress_option_for_its_loop():
+    """The public samplers take the contract's arguments and their kernel's options, and
+    ``progress`` in place of the kernel's ``loop``."""
+    for sampler in (samplers.nuts, samplers.chees, samplers.hmc, samplers.rwmh):
+        params = inspect.signature(sampler).parameters
+        assert list(params)[:5] == ["density", "theta0", "num_samples", "warmup", "gen"]
+        assert "loop" not in params and params["progress"].default is False
+    assert "max_tree_depth" in inspect.signature(samplers.nuts).parameters
+
+
+def _mala(density, theta0, *, num_samples, warmup, gen, loop, target_accept=0.574):
+    """A new kernel written from the package's parts: Langevin proposals (one leapfrog step's
+    position) with their Metropolis–Hastings correction, in Stan's windowed warmup."""
+
+    def langevin(q, logp, grad, step, inv_mass, it):
+        eps2 = step[:, None] ** 2 * inv_mass  # the proposal's variance, per coordinate
+
+        def log_proposal(to, frm, g):  # log q(to | frm) up to a constant
+            return -((to - frm - 0.5 * eps2 * g) ** 2 / (2 * eps2)).sum(-1)
+
+        z = torch.randn(q.shape, generator=gen, dtype=q.dtype)
+        new = q + 0.5 * eps2 * grad + eps2.sqrt() * z
+        lp, g = density(new)
+        log_ratio = lp - logp + log_proposal(q, new, g) - log_proposal(new, q, grad)
+        accept = torch.nan_to_num(log_ratio, nan=-math.inf).clamp(max=0.0).exp()
+        take = torch.rand(len(q), generator=gen, dtype=q.dtype) < accept
+        t = take[:, None]
+        stats = {"accept": accept, "diverging": torch.zeros_like(take)}
+        q, logp, grad = torch.where(t, new, q), torch.where(take, lp, logp), torch.where(t, g, grad)
+        return q, logp, grad, stats, 1
+
+    return windows.adapted_chains(
+        density, theta0, num_samples=num_samples, warmup=warmup, gen=gen, loop=loop,
+        target_accept=target_accept, transition=langevin,
+    )  # fmt: skip
+
+
+def test_a_new_kernel_from_the_parts_samples_a_gaussian():
+    """What a new sampler takes: a kernel of a few lines on the package's parts (here MALA in
+    Stan's windowed warmup), made a sampler by ``as_sampler``: the public contract, progress
+    and iterations reported, on a plain function. Its draws have a Gaussian's moments."""
+    sd = torch.logspace(-1, 1, 5, dtype=torch.float64)
+
+    def density(q):
+        z = q / sd
+        return -0.5 * (z * z).sum(-1), -z / sd
+
+    mala = samplers.as_sampler(_mala, "mala")
+    gen = torch.Generator().manual_seed(shifted(8))
+    q = torch.randn(8, 5, generator=gen, dtype=torch.float64)
+    s = mala(density, q, num_samples=1000, warmup=500, gen=gen, progress=False)
+    assert s.theta.shape == (8, 1000, 5) and s.stats["step_size"].shape == (8, 1000)
+    x = s.theta.reshape(-1, 5) / sd
+    ess = len(x) / 20  # conservative: MALA's draws are more correlated than NUTS's
+    assert float(x.mean(0).abs().max()) < 5 / np.sqrt(ess)
+    assert float((x.var(0) - 1).abs().max()) < 5 * np.sqrt(2 / ess)
+
+
 def test_checkpoint_indices_follow_their_definition():
     """Leaf n's U-turn checks run over the stored momenta hi..lo: hi = popcount(n >> 1) and
     hi - lo + 1 = the number of trailing one bits of n."""
     for leaf in range(1024):
-        lo, hi = samplers._checkpoints(leaf)
+        lo, hi = checkpoints(leaf)
         assert hi == bin(leaf >> 1).count("1")
         trailing = 0
         while (leaf >> trailing) & 1:
@@ -478,14 +569,14 @@ def test_checkpoint_indices_follow_their_definition():
 
 
 def test_stan_windows():
-    assert samplers.stan_windows(1000) == [100, 150, 250, 450, 950]
-    assert samplers.stan_windows(10) == []
-    ends = samplers.stan_windows(100)
+    assert windows.stan_windows(1000) == [100, 150, 250, 450, 950]
+    assert windows.stan_windows(10) == []
+    ends = windows.stan_windows(100)
     assert ends[0] > 15 and ends[-1] == 90
 
 
 def test_halton_is_the_van_der_corput_sequence():
-    assert [samplers.halton(i) for i in range(1, 6)] == [0.5, 0.25, 0.75, 0.125, 0.625]
+    assert [trajectory.halton(i) for i in range(1, 6)] == [0.5, 0.25, 0.75, 0.125, 0.625]
 
 
 def _agree(run, truth, site, k=4.5):
@@ -593,7 +684,6 @@ def test_a_run_under_the_device_context_takes_the_cpu_runs_draws(monkeypatch, en
     traced graph, its compiled and fused forms) and the sampler run with torch's default device
     set by the device's context, as a GPU run does. The draws equal those of a plain run, so no
     tensor of a run escapes the device's context, and ``device="cpu"`` is the default run."""
-    from inference import mcmc
 
     kw = dict(num_samples=40, warmup=40, num_chains=16, jit=True, seed=shifted(4))
     with warnings.catch_warnings(record=True) as caught:
@@ -609,7 +699,7 @@ def test_a_run_under_the_device_context_takes_the_cpu_runs_draws(monkeypatch, en
         return device  # torch.device is a context manager: the GPU path, here on the CPU
 
     monkeypatch.setattr(density_module, "on_device", context)
-    monkeypatch.setattr(mcmc, "on_device", context)
+    monkeypatch.setattr(driver, "on_device", context)
     try:
         run = zoo.run("eight_schools_noncentered", engine, device="cpu", **kw)
     finally:
@@ -685,7 +775,8 @@ def test_the_fused_compiled_asynchronous_step_takes_the_eager_steps(
             return given[-1]
 
         monkeypatch.setattr(density, "fuse", fuse)
-        runs.append(samplers.nuts_sample(density, q, logp, grad, step, metric, gen, 8))
+        loop = driver.DrivenLoop(density, 8)
+        runs.append(nuts_sample(density, q, logp, grad, step, metric, gen, 8, loop=loop))
         monkeypatch.delattr(density, "fuse")
         assert given and all((f is not None) == (scripted == "1") for f in given), density.reasons
     (d0, s0, c0, _), *others = runs
@@ -705,7 +796,7 @@ def test_the_eager_step_skips_only_what_changes_nothing(name, monkeypatch, confi
     e = zoo.get_model(name)
     density = batched_density(e.model, e.load_data(), e.structure, 4, compile=False)
     configured(uncompiled="fx")  # the step runs eagerly, not as TorchScript
-    init = samplers.Step.__init__
+    init = driver.Step.__init__
 
     def without_eager(self, density, fn, eager=None, **kw):  # noqa: ANN001, ANN003, ANN202
         assert eager is not None  # NUTS gives its step an eager form: left out here
@@ -714,7 +805,7 @@ def test_the_eager_step_skips_only_what_changes_nothing(name, monkeypatch, confi
     runs = []
     for patch in (False, True):
         if patch:
-            monkeypatch.setattr(samplers.Step, "__init__", without_eager)
+            monkeypatch.setattr(driver.Step, "__init__", without_eager)
         gen = torch.Generator().manual_seed(shifted(11))
         theta0 = density.initial_points(gen)
         runs.append(samplers.nuts(density, theta0, num_samples=40, warmup=40, gen=gen))
@@ -740,7 +831,7 @@ def test_asynchronous_nuts_wastes_no_call_and_samples_a_gaussian():
     q = torch.randn(B, 2, generator=gen, dtype=torch.float64) * 3
     logp, grad = density(q)
     step = torch.full((B,), 0.2, dtype=torch.float64)
-    draws, stats, calls, _ = samplers.nuts_sample(
+    draws, stats, calls, _ = nuts_sample(
         density, q, logp, grad, step, torch.ones(B, 2, dtype=torch.float64), gen, n
     )
     steps = stats["n_steps"].sum(1)
@@ -841,7 +932,7 @@ def test_chees_restarts_chains_stuck_in_a_basin_of_no_mass(monkeypatch, restart)
     window's end, and every draw is the normal's; without restarts (the check that this test can
     fail) they sample the trap to the end."""
     if not restart:
-        monkeypatch.setattr(samplers, "STUCK_NATS", math.inf)
+        monkeypatch.setattr(trajectory, "STUCK_NATS", math.inf)
     gen = torch.Generator().manual_seed(shifted(3))
     q = torch.randn(16, 2, generator=gen, dtype=torch.float64) * 0.5
     q[8:] += 30.0
@@ -860,8 +951,8 @@ def test_chees_restarts_chains_stuck_in_a_basin_of_no_mass(monkeypatch, restart)
 def test_stuck_chains_are_those_far_below_the_best():
     lp = torch.tensor([[-3.0, -2.0], [-1.0, -2.0], [-40.0, -41.0], [-torch.inf, -1.0]])
     # the bar at D = 2: 20 + 4 = 24 nats below the best chain's mean (-1.5)
-    assert samplers.stuck_chains(lp, 2).tolist() == [False, False, True, True]
-    assert not samplers.stuck_chains(torch.full((3, 4), -torch.inf), 2).any()
+    assert trajectory.stuck_chains(lp, 2).tolist() == [False, False, True, True]
+    assert not trajectory.stuck_chains(torch.full((3, 4), -torch.inf), 2).any()
 
 
 def test_dense_momenta_have_the_mass_matrix_as_covariance():
@@ -871,15 +962,15 @@ def test_dense_momenta_have_the_mass_matrix_as_covariance():
     a = torch.randn(3, 3, generator=gen, dtype=torch.float64)
     S = a @ a.T + 0.5 * torch.eye(3, dtype=torch.float64)
     q = torch.zeros(200_000, 3, dtype=torch.float64)
-    p = samplers.momentum(q, S[None], gen)
+    p = integrator.momentum(q, S[None], gen)
     cov = p.T @ p / len(p)
     want = torch.linalg.inv(S)
     # a sample covariance's sd is at most sqrt(2 / n) times the largest variance
     assert float((cov - want).abs().max()) < 5 * np.sqrt(2 / len(p)) * float(want.diag().max())
-    assert torch.allclose(samplers.kinetic(p[:5], S[None]), 0.5 * ((p[:5] @ S) * p[:5]).sum(-1))
+    assert torch.allclose(integrator.kinetic(p[:5], S[None]), 0.5 * ((p[:5] @ S) * p[:5]).sum(-1))
     d = S.diag()
     assert torch.allclose(
-        samplers.kinetic(p[:5], d.expand(5, 3)), samplers.kinetic(p[:5], torch.diag(d)[None])
+        integrator.kinetic(p[:5], d.expand(5, 3)), integrator.kinetic(p[:5], torch.diag(d)[None])
     )
 
 
@@ -950,17 +1041,15 @@ def test_each_chain_s_metric_comes_from_its_own_window():
         torch.randn(3, 40, 4, generator=gen, dtype=torch.float64)
         * torch.tensor([1.0, 2, 3])[:, None, None]
     )
-    m = samplers.per_chain_metric(x, dense=True)
+    m = metric.per_chain_metric(x, dense=True)
     n = x.shape[1]
     for b in range(3):
         want = n / (n + 5) * torch.cov(x[b].T) + 1e-3 * 5 / (n + 5) * torch.eye(4)
         assert torch.allclose(m[b], want.to(m.dtype))
-    short = x[:, : samplers.DENSE_DRAWS_PER_DIM * 4 - 1]
-    got = samplers.per_chain_metric(short, dense=True)
-    assert torch.equal(got, torch.diag_embed(samplers.regularised_variance(short, 1)))
-    assert torch.equal(
-        samplers.per_chain_metric(x, dense=False), samplers.regularised_variance(x, 1)
-    )
+    short = x[:, : metric.DENSE_DRAWS_PER_DIM * 4 - 1]
+    got = metric.per_chain_metric(short, dense=True)
+    assert torch.equal(got, torch.diag_embed(metric.regularised_variance(short, 1)))
+    assert torch.equal(metric.per_chain_metric(x, dense=False), metric.regularised_variance(x, 1))
 
 
 def test_hmc_jitters_its_integration_time_and_its_draws_mix_on_a_gaussian():
