@@ -15,16 +15,8 @@ from scipy.stats import norm as normal
 from seeding import shifted
 
 import zoo
-from zoo.models.sequential import (
-    MU_PRIOR,
-    SIGMA_PRIOR,
-    STICKY,
-    forward_backward,
-    gaussian_log_b,
-    hmm_log_likelihood,
-    sample_gaussian_hmm,
-    viterbi,
-)
+from inference.algorithms.hmm import forward_backward, gaussian_log_b, hmm_log_likelihood, viterbi
+from zoo.models.sequential import MU_PRIOR, SIGMA_PRIOR, STICKY, sample_gaussian_hmm
 
 NAMES = ("pi", "A", "mu", "sigma")
 
