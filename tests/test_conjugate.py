@@ -12,6 +12,7 @@ from scipy.special import gammaln
 from seeding import shifted
 
 import zoo
+from inference.algorithms.conjugate import tau_conditional
 from zoo.models.conjugate import (
     CORPUS,
     bigram_counts,
@@ -20,7 +21,6 @@ from zoo.models.conjugate import (
     cross_entropy,
     perplexity,
     stationary_distribution,
-    tau_conditional,
     tokenize,
     vocabulary,
 )
