@@ -13,14 +13,16 @@ from seeding import shifted
 
 import zoo
 from inference.algorithms.conjugate import tau_conditional
-from zoo.models.conjugate import (
-    CORPUS,
+from inference.algorithms.markov import (
     bigram_counts,
     bigram_mle,
-    bigrams,
     cross_entropy,
     perplexity,
     stationary_distribution,
+)
+from zoo.models.conjugate import (
+    CORPUS,
+    bigrams,
     tokenize,
     vocabulary,
 )

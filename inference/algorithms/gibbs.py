@@ -1,9 +1,12 @@
-"""Gibbs kernels on plain arrays: one sweep of each sampler, drawing from numpy's global stream
-(which the runner seeds)."""
+"""Gibbs samplers on plain arrays: one sweep of each (the kernel) and the sampler that runs its
+chains, drawing from numpy's global stream (which the runner seeds)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
+from tqdm.auto import tqdm
 
 from inference.algorithms.conjugate import normal_mean_update, tau_conditional
 from inference.algorithms.univariate import slice_sample, truncated_normal
@@ -185,3 +188,119 @@ def normal_gamma_gibbs(
         if t >= warmup:
             mus[:, t - warmup], taus[:, t - warmup] = mu, tau
     return mus, taus
+
+
+def gaussian_mixture_gibbs(
+    y: np.ndarray,
+    K: int,
+    prior: tuple[float, float, float, float],
+    num_samples: int,
+    warmup: int,
+    num_chains: int,
+    progress: bool = False,
+) -> dict[str, np.ndarray]:
+    """The Gibbs sampler of :func:`gaussian_mixture_gibbs_sweep`, chains started from random
+    data points (sorted), spreads at the data's sd and equal weights. Returns draws of
+    ``weights``, ``locs``, ``scales`` (chains, samples, K) and ``z`` (chains, samples, N)."""
+    mu = np.sort(np.random.choice(y, size=(num_chains, K)), axis=1)
+    mu += 1e-6 * np.arange(K)  # ties between two starting points would break the ordering
+    s = np.full((num_chains, K), y.std())
+    w = np.full((num_chains, K), 1.0 / K)
+    out = {
+        "weights": np.empty((num_chains, num_samples, K)),
+        "locs": np.empty((num_chains, num_samples, K)),
+        "scales": np.empty((num_chains, num_samples, K)),
+        "z": np.empty((num_chains, num_samples, y.size), dtype=np.int64),
+    }
+    for t in tqdm(range(warmup + num_samples), desc="gibbs", disable=not progress, leave=False):
+        z, w, mu, s = gaussian_mixture_gibbs_sweep(y, w, mu, s, prior)
+        if t >= warmup:
+            i = t - warmup
+            out["weights"][:, i], out["locs"][:, i], out["scales"][:, i] = w, mu, s
+            out["z"][:, i] = z
+    return out
+
+
+def crp_gibbs(
+    ys: np.ndarray,
+    alpha: float,
+    T: int,
+    sigma: float,
+    mu0: float,
+    tau0: float,
+    num_samples: int,
+    warmup: int,
+    num_chains: int,
+    progress: bool = False,
+) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    """Chinese-restaurant Gibbs (:func:`crp_gibbs_sweep`) on the untruncated DP mixture, chains
+    started with every point at one table, each draw in the truncated model's coordinates
+    (:func:`crp_to_sticks`). Returns draws of ``v`` (chains, samples, T - 1), ``locs``
+    (chains, samples, T) and ``z`` (chains, samples, N), and the number of clusters of each."""
+    n = ys.size
+    out: dict[str, np.ndarray] = {
+        "v": np.empty((num_chains, num_samples, T - 1)),
+        "locs": np.empty((num_chains, num_samples, T)),
+        "z": np.empty((num_chains, num_samples, n), dtype=np.int64),
+    }
+    clusters = np.empty((num_chains, num_samples), dtype=np.int64)
+    steps = range(num_chains * (warmup + num_samples))
+    bar = tqdm(steps, desc="gibbs", disable=not progress, leave=False)
+    for chain in range(num_chains):
+        labels, atoms = np.zeros(n, dtype=np.int64), [float(ys.mean())]
+        for t in range(warmup + num_samples):
+            labels, atoms = crp_gibbs_sweep(ys, labels, atoms, alpha, sigma, mu0, tau0)
+            bar.update()
+            if t >= warmup:
+                i = t - warmup
+                v, locs, z = crp_to_sticks(labels, atoms, alpha, T, mu0, tau0)
+                out["v"][chain, i], out["locs"][chain, i], out["z"][chain, i] = v, locs, z
+                clusters[chain, i] = len(atoms)
+    bar.close()
+    return out, clusters
+
+
+def lda_collapsed_gibbs(
+    w: np.ndarray,
+    K: int,
+    V: int,
+    alpha: float,
+    eta: float,
+    num_samples: int,
+    warmup: int,
+    num_chains: int,
+    order_topics: Callable[[np.ndarray], np.ndarray],
+    progress: bool = False,
+) -> dict[str, np.ndarray]:
+    """Collapsed Gibbs for LDA (:func:`collapsed_gibbs_sweep`) on the words ``w`` (D, N), chains
+    started from uniform random topics; after warmup, each state's theta and phi drawn from
+    their Dirichlet conditionals and its topics permuted by ``order_topics(phi)``. Returns draws
+    of ``phi`` (chains, samples, K, V), ``theta`` (chains, samples, D, K) and ``z`` (chains,
+    samples, N, D)."""
+    D, N = w.shape
+    out = {
+        "phi": np.empty((num_chains, num_samples, K, V)),
+        "theta": np.empty((num_chains, num_samples, D, K)),
+        "z": np.empty((num_chains, num_samples, N, D), dtype=np.int64),
+    }
+    bar = tqdm(total=num_chains * (warmup + num_samples), desc="gibbs", disable=not progress)
+    for chain in range(num_chains):
+        z = np.random.randint(K, size=(D, N))
+        n_dk = np.stack([np.bincount(row, minlength=K) for row in z])
+        n_kw = np.zeros((K, V), dtype=np.int64)
+        np.add.at(n_kw, (z.ravel(), w.ravel()), 1)
+        n_k = n_kw.sum(1)
+        for t in range(warmup + num_samples):
+            collapsed_gibbs_sweep(w, z, n_dk, n_kw, n_k, alpha, eta)
+            bar.update()
+            if t < warmup:
+                continue
+            phi = np.stack([np.random.dirichlet(eta + row) for row in n_kw])
+            theta = np.stack([np.random.dirichlet(alpha + row) for row in n_dk])
+            order = order_topics(phi)
+            rank = np.argsort(order)
+            i = t - warmup
+            out["phi"][chain, i], out["theta"][chain, i] = phi[order], theta[:, order]
+            out["z"][chain, i] = rank[z].T
+    bar.close()
+    return out

@@ -228,3 +228,51 @@ def gaussian_baum_welch(
         pi, A, (mu, sigma), lambda e: gaussian_log_b(xs, *e), m_step, max_iter, tol
     )
     return pi, A, mu, sigma, trace
+
+
+def sample_hmm(
+    rng: np.random.Generator, pi: np.ndarray, A: np.ndarray, B: np.ndarray, T: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Ancestral sampling of a categorical HMM: (symbols, states)."""
+    z = np.empty(T, dtype=int)
+    x = np.empty(T, dtype=int)
+    for t in range(T):
+        z[t] = rng.choice(len(pi), p=pi if t == 0 else A[z[t - 1]])
+        x[t] = rng.choice(B.shape[1], p=B[z[t]])
+    return x, z
+
+
+def sample_gaussian_hmm(
+    rng: np.random.Generator,
+    pi: np.ndarray,
+    A: np.ndarray,
+    mu: np.ndarray,
+    sigma: np.ndarray,
+    T: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Ancestral sampling of an HMM with Gaussian emissions: (observations, states)."""
+    z = np.empty(T, dtype=int)
+    for t in range(T):
+        z[t] = rng.choice(len(pi), p=pi if t == 0 else A[z[t - 1]])
+    return mu[z] + sigma[z] * rng.standard_normal(T), z
+
+
+def categorical_start(x: np.ndarray, K: int, M: int) -> dict[str, np.ndarray]:
+    """Baum–Welch's deterministic asymmetric start with categorical emissions on the symbols
+    ``x`` (0..M-1): uniform pi, sticky A, B tilted towards a different symbol per state (EM
+    cannot leave a start where every state is the same)."""
+    tilt = np.exp(-0.5 * (np.arange(M)[None, :] - np.linspace(0, M - 1, K)[:, None]) ** 2)
+    counts = np.bincount(x, minlength=M) + 1.0
+    B = counts * (0.5 + tilt)
+    return {"pi": np.full(K, 1.0 / K), "A": sticky_start(K), "B": B / B.sum(1)[:, None]}
+
+
+def gaussian_start(xs: np.ndarray, K: int) -> dict[str, np.ndarray]:
+    """Baum–Welch's deterministic start with Gaussian emissions: uniform pi, sticky A, means at
+    the data's quantiles, spreads at its sd."""
+    return {
+        "pi": np.full(K, 1.0 / K),
+        "A": sticky_start(K),
+        "mu": np.quantile(xs, (np.arange(K) + 0.5) / K),
+        "sigma": np.full(K, max(float(xs.std()), 1e-3)),
+    }

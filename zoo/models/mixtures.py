@@ -12,16 +12,11 @@ import torch
 from pyro.distributions import constraints
 from pyro.ops.indexing import Vindex
 from scipy.special import logsumexp
-from tqdm.auto import tqdm
 
 import zoo
 from datasets import load_faithful
 from inference.algorithms.em import bernoulli_mixture_em, gaussian_mixture_em
-from inference.algorithms.gibbs import (
-    crp_gibbs_sweep,
-    crp_to_sticks,
-    gaussian_mixture_gibbs_sweep,
-)
+from inference.algorithms.gibbs import crp_gibbs, gaussian_mixture_gibbs
 from inference.peers import sklearn as sklearn_peer
 
 # ------------------------------------------------------------------------------ three_coin
@@ -339,24 +334,10 @@ def _(
 ) -> zoo.Draws:
     """Gibbs sampler on the model's own posterior (ordered means, LogNormal spreads: one
     slice-sampling step for each spread); chains start from random data points."""
-    y = y.double().numpy()
     prior = (*LOC_PRIOR, *SCALE_PRIOR)
-    mu = np.sort(np.random.choice(y, size=(num_chains, K)), axis=1)
-    mu += 1e-6 * np.arange(K)  # ties between two starting points would break the ordering
-    s = np.full((num_chains, K), y.std())
-    w = np.full((num_chains, K), 1.0 / K)
-    out = {
-        "weights": np.empty((num_chains, num_samples, K)),
-        "locs": np.empty((num_chains, num_samples, K)),
-        "scales": np.empty((num_chains, num_samples, K)),
-        "z": np.empty((num_chains, num_samples, y.size), dtype=np.int64),
-    }
-    for t in tqdm(range(warmup + num_samples), desc="gibbs", disable=not progress, leave=False):
-        z, w, mu, s = gaussian_mixture_gibbs_sweep(y, w, mu, s, prior)
-        if t >= warmup:
-            i = t - warmup
-            out["weights"][:, i], out["locs"][:, i], out["scales"][:, i] = w, mu, s
-            out["z"][:, i] = z
+    out = gaussian_mixture_gibbs(
+        y.double().numpy(), K, prior, num_samples, warmup, num_chains, progress
+    )
     return zoo.Draws(out, chains=True)
 
 
@@ -520,27 +501,9 @@ def _(
     long warmup."""
     if not alpha > 0:
         raise zoo.ZooError(f"alpha must be positive, got {alpha!r}")
-    ys = y.double().numpy()
-    n = ys.size
-    out: dict[str, np.ndarray] = {
-        "v": np.empty((num_chains, num_samples, T - 1)),
-        "locs": np.empty((num_chains, num_samples, T)),
-        "z": np.empty((num_chains, num_samples, n), dtype=np.int64),
-    }
-    clusters = np.empty((num_chains, num_samples), dtype=np.int64)
-    steps = range(num_chains * (warmup + num_samples))
-    bar = tqdm(steps, desc="gibbs", disable=not progress, leave=False)
-    for chain in range(num_chains):
-        labels, atoms = np.zeros(n, dtype=np.int64), [float(ys.mean())]
-        for t in range(warmup + num_samples):
-            labels, atoms = crp_gibbs_sweep(ys, labels, atoms, alpha, sigma, mu0, tau0)
-            bar.update()
-            if t >= warmup:
-                i = t - warmup
-                v, locs, z = crp_to_sticks(labels, atoms, alpha, T, mu0, tau0)
-                out["v"][chain, i], out["locs"][chain, i], out["z"][chain, i] = v, locs, z
-                clusters[chain, i] = len(atoms)
-    bar.close()
+    out, clusters = crp_gibbs(
+        y.double().numpy(), alpha, T, sigma, mu0, tau0, num_samples, warmup, num_chains, progress
+    )
     weights = stick_breaking(torch.as_tensor(out["v"]))
     out["weights"] = weights.numpy()
     out.update({k: v.numpy() for k, v in ranked(weights, torch.as_tensor(out["locs"])).items()})

@@ -23,13 +23,17 @@ import zoo
 from datasets import load_nile
 from inference.algorithms.hmm import (
     categorical_baum_welch,
+    categorical_start,
     decode,
     gaussian_baum_welch,
     gaussian_log_b,
+    gaussian_start,
     hmm_log_likelihood,
-    sticky_start,
+    sample_gaussian_hmm,
+    sample_hmm,
 )
 from inference.algorithms.kalman import LocalLevelMarginal, kalman_local_level, local_level_mle
+from inference.arguments import positive_variance, probability_array, real_array, real_series
 from inference.peers.hmmlearn import categorical_hmmlearn, gaussian_hmmlearn, hmmlearn_hmm
 from inference.peers.statsmodels import statsmodels_local_level
 
@@ -42,19 +46,6 @@ from .mixtures import SortedNormal
 SEED_PI = np.array([0.8, 0.2])
 SEED_A = np.array([[0.7, 0.3], [0.4, 0.6]])
 SEED_B = np.array([[0.2, 0.4, 0.4], [0.5, 0.4, 0.1]])
-
-
-def _as_probs(name: str, value: Any, shape: tuple[int, ...]) -> np.ndarray:
-    """``value`` as an array of probability vectors (last axis sums to 1) of ``shape``."""
-    try:
-        arr = np.asarray(value.detach() if isinstance(value, torch.Tensor) else value, dtype=float)
-    except (TypeError, ValueError):
-        raise zoo.ZooError(f"{name} must be numbers, got {value!r}") from None
-    if arr.shape != shape:
-        raise zoo.ZooError(f"{name} has shape {arr.shape}, expected {shape}")
-    if not np.all(np.isfinite(arr)) or np.any(arr < 0) or not np.allclose(arr.sum(-1), 1, 1e-6):
-        raise zoo.ZooError(f"{name} must hold probability vectors (non-negative, summing to 1)")
-    return arr
 
 
 def _symbols(x: torch.Tensor, M: int) -> np.ndarray:
@@ -72,18 +63,6 @@ def _seed_sequence(seed: int = 0) -> dict[str, Any]:
     by Pyro's enumeration at every gradient, a cost that grows with T."""
     x, _ = sample_hmm(np.random.default_rng(19), SEED_PI, SEED_A, SEED_B, 12)
     return {"x": torch.tensor(x), "K": 2, "M": 3}
-
-
-def sample_hmm(
-    rng: np.random.Generator, pi: np.ndarray, A: np.ndarray, B: np.ndarray, T: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """Ancestral sampling of a categorical HMM: (symbols, states)."""
-    z = np.empty(T, dtype=int)
-    x = np.empty(T, dtype=int)
-    for t in range(T):
-        z[t] = rng.choice(len(pi), p=pi if t == 0 else A[z[t - 1]])
-        x[t] = rng.choice(B.shape[1], p=B[z[t]])
-    return x, z
 
 
 @zoo.register(
@@ -158,19 +137,10 @@ def _categorical_params(
     if not isinstance(params, Mapping) or set(params) != {"pi", "A", "B"}:
         raise zoo.ZooError("params must be a dict with exactly 'pi', 'A' and 'B'")
     return (
-        _as_probs("params['pi']", params["pi"], (K,)),
-        _as_probs("params['A']", params["A"], (K, K)),
-        _as_probs("params['B']", params["B"], (K, M)),
+        probability_array("params['pi']", params["pi"], (K,)),
+        probability_array("params['A']", params["A"], (K, K)),
+        probability_array("params['B']", params["B"], (K, M)),
     )
-
-
-def _em_start(x: np.ndarray, K: int, M: int) -> dict[str, np.ndarray]:
-    """A deterministic asymmetric start: uniform pi, sticky A, B tilted towards a different
-    symbol per state (EM cannot leave a start where every state is the same)."""
-    tilt = np.exp(-0.5 * (np.arange(M)[None, :] - np.linspace(0, M - 1, K)[:, None]) ** 2)
-    counts = np.bincount(x, minlength=M) + 1.0
-    B = counts * (0.5 + tilt)
-    return {"pi": np.full(K, 1.0 / K), "A": sticky_start(K), "B": B / B.sum(1)[:, None]}
 
 
 @hmm.reference("em")
@@ -185,9 +155,9 @@ def _(
 ) -> zoo.Estimate:
     """Baum–Welch (002 §19.6): maximum likelihood of (pi, A, B), monotone in log p(x).
 
-    From ``init`` or a deterministic start (:func:`_em_start`)."""
+    From ``init`` or a deterministic start (:func:`categorical_start`)."""
     xs = _symbols(x, M)
-    start = _categorical_params(_em_start(xs, K, M) if init is None else init, K, M)
+    start = _categorical_params(categorical_start(xs, K, M) if init is None else init, K, M)
     pi, A, B, trace = categorical_baum_welch(xs, *start, max_iter, tol)
     with np.errstate(divide="ignore"):
         decoded = decode(pi, A, np.log(B[:, xs].T))
@@ -206,7 +176,7 @@ def _(x: torch.Tensor, K: int, M: int, *, params: Mapping[str, Any] | None = Non
     matrix-product form. The states' values in the estimate are the Viterbi path."""
     xs = _symbols(x, M)
     if params is None:
-        start = _categorical_params(_em_start(xs, K, M), K, M)
+        start = _categorical_params(categorical_start(xs, K, M), K, M)
         pi, A, B, _ = categorical_baum_welch(xs, *start, 200, 1e-8)
     else:
         pi, A, B = _categorical_params(params, K, M)
@@ -231,10 +201,11 @@ def _(
 ) -> zoo.Estimate:
     """hmmlearn's CategoricalHMM, the peer of ``em``: its Baum–Welch from em's start.
 
-    The start is ``init`` or em's deterministic one (:func:`_em_start`), so the two climb the same
-    hill; ``max_iter`` and ``tol`` are hmmlearn's ``n_iter`` and ``tol`` (it stops once an
-    iteration gains less than ``tol``). Its flat Dirichlet priors (concentration 1) make the fit
-    maximum likelihood, as em's. With ``params``: no fit, hmmlearn's answers at those parameters.
+    The start is ``init`` or em's deterministic one (:func:`categorical_start`), so the two
+    climb the same hill; ``max_iter`` and ``tol`` are hmmlearn's ``n_iter`` and ``tol`` (it
+    stops once an iteration gains less than ``tol``). Its flat Dirichlet priors (concentration
+    1) make the fit maximum likelihood, as em's. With ``params``: no fit, hmmlearn's answers at
+    those parameters.
     Evidence: hmmlearn's ``score``, log p(x | its estimate); ``extras``: its Viterbi path
     (``decode``), the marginals and posterior decoding (``predict_proba``); the states' values in
     the estimate are the Viterbi path. Needs hmmlearn (``pip install hmmlearn``)."""
@@ -245,7 +216,7 @@ def _(
     if params is not None:
         start = params
     else:
-        start = _em_start(xs, K, M) if init is None else init
+        start = categorical_start(xs, K, M) if init is None else init
     fit = params is None
     values, trace, extras = categorical_hmmlearn(
         xs, *_categorical_params(start, K, M), fit=fit, max_iter=max_iter, tol=tol
@@ -288,21 +259,6 @@ def sticky_concentration(K: int) -> torch.Tensor:
     """The Dirichlet concentration of the transition rows: 1 everywhere, 1 + STICKY on the
     diagonal (row i favours staying in state i)."""
     return torch.ones(K, K) + STICKY * torch.eye(K)
-
-
-def sample_gaussian_hmm(
-    rng: np.random.Generator,
-    pi: np.ndarray,
-    A: np.ndarray,
-    mu: np.ndarray,
-    sigma: np.ndarray,
-    T: int,
-) -> tuple[np.ndarray, np.ndarray]:
-    """Ancestral sampling of an HMM with Gaussian emissions: (observations, states)."""
-    z = np.empty(T, dtype=int)
-    for t in range(T):
-        z[t] = rng.choice(len(pi), p=pi if t == 0 else A[z[t - 1]])
-    return mu[z] + sigma[z] * rng.standard_normal(T), z
 
 
 def _regime_series(seed: int = 0) -> dict[str, Any]:
@@ -409,31 +365,6 @@ def _(x: torch.Tensor, K: int) -> None:
     pyro.sample("sigma", dist.LogNormal(s_loc, s_scale).to_event(1))
 
 
-def _series(x: Any, at_least: int = 1) -> np.ndarray:
-    """``x`` as one finite real sequence of at least ``at_least`` observations."""
-    xs = np.asarray(x.detach() if isinstance(x, torch.Tensor) else x, dtype=float)
-    if xs.ndim != 1 or xs.size < at_least:
-        raise zoo.ZooError(
-            f"x must be one sequence of at least {at_least} number(s), got shape {xs.shape}"
-        )
-    if not np.all(np.isfinite(xs)):
-        raise zoo.ZooError("x must be finite (it holds NaN or inf)")
-    return xs
-
-
-def _as_reals(name: str, value: Any, shape: tuple[int, ...]) -> np.ndarray:
-    """``value`` as a finite real array of ``shape``."""
-    try:
-        arr = np.asarray(value.detach() if isinstance(value, torch.Tensor) else value, dtype=float)
-    except (TypeError, ValueError):
-        raise zoo.ZooError(f"{name} must be numbers, got {value!r}") from None
-    if arr.shape != shape:
-        raise zoo.ZooError(f"{name} has shape {arr.shape}, expected {shape}")
-    if not np.all(np.isfinite(arr)):
-        raise zoo.ZooError(f"{name} must be finite, got {arr}")
-    return arr
-
-
 def _gaussian_params(
     params: Mapping[str, Any], K: int, what: str = "params", ordered: bool = True
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -443,10 +374,10 @@ def _gaussian_params(
         raise zoo.ZooError(f"K must be at least 2 (the number of regimes), got {K}")
     if not isinstance(params, Mapping) or set(params) != {"pi", "A", "mu", "sigma"}:
         raise zoo.ZooError(f"{what} must be a dict with exactly 'pi', 'A', 'mu' and 'sigma'")
-    pi = _as_probs(f"{what}['pi']", params["pi"], (K,))
-    A = _as_probs(f"{what}['A']", params["A"], (K, K))
-    mu = _as_reals(f"{what}['mu']", params["mu"], (K,))
-    sigma = _as_reals(f"{what}['sigma']", params["sigma"], (K,))
+    pi = probability_array(f"{what}['pi']", params["pi"], (K,))
+    A = probability_array(f"{what}['A']", params["A"], (K, K))
+    mu = real_array(f"{what}['mu']", params["mu"], (K,))
+    sigma = real_array(f"{what}['sigma']", params["sigma"], (K,))
     if np.any(sigma <= 0):
         raise zoo.ZooError(f"{what}['sigma'] must be positive (standard deviations), got {sigma}")
     if ordered and np.any(np.diff(mu) <= 0):
@@ -456,23 +387,12 @@ def _gaussian_params(
     return pi, A, mu, sigma
 
 
-def _gaussian_start(xs: np.ndarray, K: int) -> dict[str, np.ndarray]:
-    """Baum–Welch's deterministic start with Gaussian emissions: uniform pi, sticky A, means at
-    the data's quantiles, spreads at its sd."""
-    return {
-        "pi": np.full(K, 1.0 / K),
-        "A": sticky_start(K),
-        "mu": np.quantile(xs, (np.arange(K) + 0.5) / K),
-        "sigma": np.full(K, max(float(xs.std()), 1e-3)),
-    }
-
-
 def _gaussian_baum_welch(
     xs: np.ndarray, K: int, init: Mapping[str, Any] | None, max_iter: int, tol: float
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[float]]:
-    """:func:`gaussian_baum_welch` from ``init`` or :func:`_gaussian_start`, the states relabelled
+    """:func:`gaussian_baum_welch` from ``init`` or :func:`gaussian_start`, the states relabelled
     by increasing mean (the model's convention). Returns (pi, A, mu, sigma, trace)."""
-    init = _gaussian_start(xs, K) if init is None else init
+    init = gaussian_start(xs, K) if init is None else init
     start = _gaussian_params(init, K, what="init", ordered=False)
     pi, A, mu, sigma, trace = gaussian_baum_welch(xs, *start, max_iter, tol)
     order = np.argsort(mu, kind="stable")
@@ -510,7 +430,7 @@ def _(
 ) -> zoo.Estimate:
     """Baum–Welch with Gaussian emissions (002 §19.6 with f(x | theta_i) normal): maximum
     likelihood of (pi, A, mu, sigma), monotone in log p(x); states relabelled by their means."""
-    xs = _series(x, at_least=2)
+    xs = real_series(x, at_least=2)
     *theta, trace = _gaussian_baum_welch(xs, K, init, max_iter, tol)
     return _gaussian_estimate(xs, tuple(theta), trace)
 
@@ -524,10 +444,10 @@ def _(x: torch.Tensor, K: int, *, params: Mapping[str, Any] | None = None) -> zo
     decoding, and log p(x) once more by the matrix-product form. ``params['mu']`` must be
     increasing (the model's labelling of the states)."""
     if params is None:
-        xs = _series(x, at_least=2)
+        xs = real_series(x, at_least=2)
         *theta, _ = _gaussian_baum_welch(xs, K, None, 200, 1e-8)
     else:
-        xs = _series(x)
+        xs = real_series(x)
         theta = _gaussian_params(params, K)
     return _gaussian_estimate(xs, tuple(theta))
 
@@ -554,13 +474,13 @@ def _(
     ``extras``: its Viterbi path (``decode``), the marginals and posterior decoding
     (``predict_proba``). Needs hmmlearn (``pip install hmmlearn``)."""
     hmmlearn_hmm()
-    xs = _series(x, at_least=2)
+    xs = real_series(x, at_least=2)
     if init is not None and params is not None:
         raise zoo.ZooError("give init (a start for the fit) or params (no fit), not both")
     if params is not None:
         theta = _gaussian_params(params, K)
     else:
-        start = _gaussian_start(xs, K) if init is None else init
+        start = gaussian_start(xs, K) if init is None else init
         theta = _gaussian_params(start, K, what="init", ordered=False)
     fit = params is None
     values, trace, extras = gaussian_hmmlearn(xs, *theta, fit=fit, max_iter=max_iter, tol=tol)
@@ -693,16 +613,6 @@ def _(y: torch.Tensor, scale: float) -> None:
         pyro.sample(name, dist.LogNormal(loc, sd))
 
 
-def _check_variance(name: str, value: Any) -> float:
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise zoo.ZooError(f"{name} must be a positive number, got {value!r}") from None
-    if not np.isfinite(v) or v <= 0:
-        raise zoo.ZooError(f"{name} must be a positive, finite variance, got {value!r}")
-    return v
-
-
 @linear_gaussian_ssm.reference("kalman")
 def _(
     y: torch.Tensor,
@@ -719,7 +629,7 @@ def _(
         raise zoo.ZooError("give both q and r (the two noise variances), or neither (MLE)")
     if q is None:
         q, r = local_level_mle(ys, m0, P0)
-    q, r = _check_variance("q", q), _check_variance("r", r)
+    q, r = positive_variance("q", q), positive_variance("r", r)
     k = kalman_local_level(ys, q, r, m0, P0)
     return zoo.Estimate(
         {"q": q, "r": r},
@@ -759,7 +669,7 @@ def _(
     if (q is None) != (r is None):
         raise zoo.ZooError("give both q and r (the two noise variances), or neither (MLE)")
     if q is not None:
-        q, r = _check_variance("q", q), _check_variance("r", r)
+        q, r = positive_variance("q", q), positive_variance("r", r)
     q_hat, r_hat, llf, extras = statsmodels_local_level(ys, m0, P0, q, r, max_iter)
     return zoo.Estimate({"q": q_hat, "r": r_hat}, log_evidence=llf, extras=extras)
 

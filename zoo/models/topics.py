@@ -10,11 +10,10 @@ import pyro.distributions as dist
 import torch
 from pyro.distributions import constraints
 from pyro.ops.indexing import Vindex
-from tqdm.auto import tqdm
 
 import zoo
 from inference.algorithms.cavi import lda_cavi_steps, lda_responsibilities
-from inference.algorithms.gibbs import collapsed_gibbs_sweep
+from inference.algorithms.gibbs import lda_collapsed_gibbs
 from inference.peers import sklearn as sklearn_peer
 
 # Known topics of the synthetic corpus: topic k puts 0.22 on each of words 4k..4k+3 (0.88 in
@@ -246,33 +245,9 @@ def _(
     """Collapsed Gibbs on the topic assignments; theta and phi drawn from their Dirichlet
     conditionals given each state, topics ordered by their most probable word."""
     check_corpus(words, K, V)
-    w = words.numpy()
-    D, N = w.shape
-    out = {
-        "phi": np.empty((num_chains, num_samples, K, V)),
-        "theta": np.empty((num_chains, num_samples, D, K)),
-        "z": np.empty((num_chains, num_samples, N, D), dtype=np.int64),
-    }
-    bar = tqdm(total=num_chains * (warmup + num_samples), desc="gibbs", disable=not progress)
-    for chain in range(num_chains):
-        z = np.random.randint(K, size=(D, N))
-        n_dk = np.stack([np.bincount(row, minlength=K) for row in z])
-        n_kw = np.zeros((K, V), dtype=np.int64)
-        np.add.at(n_kw, (z.ravel(), w.ravel()), 1)
-        n_k = n_kw.sum(1)
-        for t in range(warmup + num_samples):
-            collapsed_gibbs_sweep(w, z, n_dk, n_kw, n_k, alpha, eta)
-            bar.update()
-            if t < warmup:
-                continue
-            phi = np.stack([np.random.dirichlet(eta + row) for row in n_kw])
-            theta = np.stack([np.random.dirichlet(alpha + row) for row in n_dk])
-            order = relabel_topics(phi)
-            rank = np.argsort(order)
-            i = t - warmup
-            out["phi"][chain, i], out["theta"][chain, i] = phi[order], theta[:, order]
-            out["z"][chain, i] = rank[z].T
-    bar.close()
+    out = lda_collapsed_gibbs(
+        words.numpy(), K, V, alpha, eta, num_samples, warmup, num_chains, relabel_topics, progress
+    )
     return zoo.Draws(out, chains=True)
 
 
