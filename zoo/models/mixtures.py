@@ -17,6 +17,7 @@ import zoo
 from datasets import load_faithful
 from inference.algorithms.em import bernoulli_mixture_em, gaussian_mixture_em
 from inference.algorithms.gibbs import crp_gibbs, gaussian_mixture_gibbs
+from inference.distributions import SortedNormal
 from inference.peers import sklearn as sklearn_peer
 
 # ------------------------------------------------------------------------------ three_coin
@@ -145,31 +146,6 @@ def _(y: torch.Tensor) -> zoo.GroundTruth | None:
 
 
 # ------------------------------------------------------------------------ gaussian_mixture
-
-
-class SortedNormal(dist.TorchDistribution):
-    """K iid Normal(loc, scale) draws, sorted: the law of their order statistics.
-
-    Density K! prod_k N(x_k | loc, scale) on x_1 < ... < x_K. Used as the prior of mixture
-    locations, it removes the K! label-switching modes without changing the model otherwise.
-    """
-
-    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
-    support = constraints.ordered_vector
-
-    def __init__(self, loc: torch.Tensor, scale: torch.Tensor, size: int, validate_args=None):
-        self.loc, self.scale, self.size = torch.as_tensor(loc), torch.as_tensor(scale), size
-        super().__init__(torch.Size(), torch.Size([size]), validate_args=validate_args)
-
-    def sample(self, sample_shape: torch.Size | tuple = ()) -> torch.Tensor:
-        with torch.no_grad():
-            shape = torch.Size(sample_shape) + (self.size,)
-            base = dist.Normal(self.loc, self.scale).sample(shape)
-            return base.sort(-1).values
-
-    def log_prob(self, value: torch.Tensor) -> torch.Tensor:
-        lp = dist.Normal(self.loc, self.scale).log_prob(value).sum(-1)
-        return lp + torch.lgamma(torch.tensor(self.size + 1.0))
 
 
 def _faithful(seed: int = 0) -> dict:

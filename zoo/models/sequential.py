@@ -34,10 +34,9 @@ from inference.algorithms.hmm import (
 )
 from inference.algorithms.kalman import LocalLevelMarginal, kalman_local_level, local_level_mle
 from inference.arguments import positive_variance, probability_array, real_array, real_series
+from inference.distributions import SortedNormal
 from inference.peers.hmmlearn import categorical_hmmlearn, gaussian_hmmlearn, hmmlearn_hmm
 from inference.peers.statsmodels import statsmodels_local_level
-
-from .mixtures import SortedNormal
 
 # ==================================================================================== hmm
 
