@@ -4,7 +4,7 @@
 
 Categorical emissions, T = 1000, K = 5 states, 8 symbols, random parameters: both compute
 log p(x) from the same symbols and parameters (the zoo by the matrix-product form of the forward
-algorithm, ``zoo.models.sequential.hmm_log_likelihood``; hmmlearn by its compiled forward pass).
+algorithm, ``inference.algorithms.hmm.hmm_log_likelihood``; hmmlearn by its compiled forward pass).
 Checks that the two values agree, prints ``ratio_vs_hmmlearn: X`` (zoo time / hmmlearn time,
 best of several repeats each), then how the zoo's time grows with T and with K, and the time
 for a batch of 100 sequences (one call for the zoo; a loop over ``score`` for hmmlearn).
@@ -19,7 +19,7 @@ from collections.abc import Callable
 import numpy as np
 from hmmlearn import hmm as hl
 
-from zoo.models.sequential import forward_backward, hmm_log_likelihood
+from inference.algorithms.hmm import forward_backward, hmm_log_likelihood
 
 
 def best_of(fn: Callable[[], object], repeats: int) -> float:

@@ -12,15 +12,17 @@ from scipy.special import gammaln
 from seeding import shifted
 
 import zoo
-from zoo.models.conjugate import (
-    CORPUS,
+from inference.algorithms.conjugate import tau_conditional
+from inference.algorithms.markov import (
     bigram_counts,
     bigram_mle,
-    bigrams,
     cross_entropy,
     perplexity,
     stationary_distribution,
-    tau_conditional,
+)
+from zoo.models.conjugate import (
+    CORPUS,
+    bigrams,
     tokenize,
     vocabulary,
 )

@@ -19,6 +19,7 @@ from scipy.stats import bernoulli, norm
 from seeding import shifted
 
 import zoo
+from inference.algorithms.gradients import score_function_draws
 from inference.optim import Subsample
 from inference.runtime import threads
 from reports.figures import estimators_figure, model_figures
@@ -87,7 +88,7 @@ def test_score_function_estimator_matches_the_exact_gradient(phi, t):
     exact = derived_gradient(phi, t)
     mean, var = exact_moments(phi, lambda z: f(z) * (z - s))
     assert mean == pytest.approx(exact, abs=1e-15)
-    draws = dvae.score_function_draws(phi, f, M).numpy()
+    draws = score_function_draws(phi, f, M).numpy()
     assert abs(draws.mean() - exact) < Z * math.sqrt(var / M), (draws.mean(), exact)
     # the optimal constant baseline: Cov(f s, s) / Var(s), s = z - sigmoid(phi)
     e_s2 = s * (1 - s)
@@ -95,10 +96,10 @@ def test_score_function_estimator_matches_the_exact_gradient(phi, t):
     mean_c, var_c = exact_moments(phi, lambda z: (f(z) - c) * (z - s))
     # one Bernoulli has two outcomes, so one control variate at c* removes all the variance
     assert mean_c == pytest.approx(exact, abs=1e-12) and abs(var_c) < 1e-12
-    with_c = dvae.score_function_draws(phi, f, M, baseline=c).numpy()
+    with_c = score_function_draws(phi, f, M, baseline=c).numpy()
     np.testing.assert_allclose(with_c, exact, atol=1e-12)
     # any other constant keeps the mean, and its variance is Var(g) with c between
-    half = dvae.score_function_draws(phi, f, M, baseline=c / 2).numpy()
+    half = score_function_draws(phi, f, M, baseline=c / 2).numpy()
     _, var_half = exact_moments(phi, lambda z: (f(z) - c / 2) * (z - s))
     assert 0 < var_half < var and abs(half.mean() - exact) < Z * math.sqrt(var_half / M)
 

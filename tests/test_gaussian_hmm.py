@@ -15,16 +15,14 @@ from scipy.stats import norm as normal
 from seeding import shifted
 
 import zoo
-from zoo.models.sequential import (
-    MU_PRIOR,
-    SIGMA_PRIOR,
-    STICKY,
+from inference.algorithms.hmm import (
     forward_backward,
     gaussian_log_b,
     hmm_log_likelihood,
     sample_gaussian_hmm,
     viterbi,
 )
+from zoo.models.sequential import MU_PRIOR, SIGMA_PRIOR, STICKY
 
 NAMES = ("pi", "A", "mu", "sigma")
 

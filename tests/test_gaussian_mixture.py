@@ -11,9 +11,9 @@ from scipy.stats import norm, truncnorm
 from seeding import shifted
 
 import zoo
+from inference.algorithms.univariate import slice_sample, truncated_normal
 from inference.discrete import empty_guide as _empty_guide
 from inference.discrete import enumerated
-from zoo.models.mixtures import slice_sample, truncated_normal
 
 ENTRY = zoo.get_model("gaussian_mixture")
 

@@ -13,12 +13,8 @@ from sklearn.gaussian_process.kernels import RBF, ConstantKernel, WhiteKernel
 from sklearn.kernel_ridge import KernelRidge
 
 import zoo
-from zoo.models.gaussian_process import (
-    JITTER,
-    gp_predict,
-    log_marginal_likelihood,
-    rbf_kernel,
-)
+from inference.algorithms.gp import gp_predict, log_marginal_likelihood, rbf_kernel
+from zoo.models.gaussian_process import JITTER
 
 ENTRY = zoo.get_model("gaussian_process")
 DATA = ENTRY.load_data()

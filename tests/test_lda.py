@@ -13,7 +13,9 @@ from scipy.special import betaln, gammaln
 from seeding import shifted
 
 import zoo
-from zoo.models.topics import check_corpus, collapsed_gibbs_sweep, lda_cavi_steps, true_topics
+from inference.algorithms.cavi import lda_cavi_steps
+from inference.algorithms.gibbs import collapsed_gibbs_sweep
+from zoo.models.topics import check_corpus, true_topics
 
 ENTRY = zoo.get_model("lda")
 TRUTH = true_topics()

@@ -16,13 +16,9 @@ from scipy.stats import norm as normal
 from seeding import shifted
 
 import zoo
-from zoo.models.factor import (
-    first_column_increasing,
-    mppca_em_steps,
-    mppca_synthetic,
-    ppca_log_likelihood,
-    ppca_ml,
-)
+from inference.algorithms.ppca import mppca_em_steps, ppca_log_likelihood, ppca_ml
+from inference.distributions import first_column_increasing
+from zoo.models.factor import mppca_synthetic
 
 ENTRY = zoo.get_model("mixture_ppca")
 TAIL = 1e-6  # the chance a sampling-error bound may fail on a given seed

@@ -14,11 +14,8 @@ from sklearn.datasets import load_iris
 from sklearn.naive_bayes import BernoulliNB, GaussianNB
 
 import zoo
-from zoo.models.classification import (
-    HOLD_OUT,
-    bernoulli_nb_predict_proba,
-    gaussian_nb_predict_proba,
-)
+from inference.algorithms.conjugate import bernoulli_nb_predict_proba, gaussian_nb_predict_proba
+from zoo.models.classification import HOLD_OUT
 
 GAUSS = zoo.get_model("naive_bayes")
 BERN = zoo.get_model("naive_bayes_bernoulli")
@@ -140,7 +137,7 @@ def test_one_new_flower_is_the_student_t_predictive():
         t = stats.t.logpdf(XN[0], 2 * a, m, np.sqrt(b * (k + 1) / (a * k))).sum()
         expected.append(t + np.log((ALPHA + n) / (3 * ALPHA + len(YL))))
     expected = np.exp(np.array(expected) - logsumexp(expected))
-    probs = gaussian_nb_predict_proba(X, YL, XN[:1])[0]
+    probs = gaussian_nb_predict_proba(X, YL, XN[:1], 3, ALPHA, M0, K0, A0, B0)[0]
     np.testing.assert_allclose(probs, expected, atol=1e-12)
     p_one = expected @ np.arange(3)
     assert float(exact.mean["label_new"][0]) == pytest.approx(p_one, abs=1e-10)
@@ -225,7 +222,7 @@ def test_predictive_classifier_is_as_accurate_as_gaussiannb():
     ours = sk = 0
     for i in range(150):
         keep = np.arange(150) != i
-        p = gaussian_nb_predict_proba(Xi[keep], yi[keep], Xi[[i]])[0]
+        p = gaussian_nb_predict_proba(Xi[keep], yi[keep], Xi[[i]], 3, ALPHA, M0, K0, A0, B0)[0]
         ours += p.argmax() == yi[i]
         sk += GaussianNB().fit(Xi[keep], yi[keep]).predict(Xi[[i]])[0] == yi[i]
     assert ours == sk == 143
@@ -241,7 +238,7 @@ def test_bernoulli_closed_form_is_bernoullinb():
     bnb = BernoulliNB(alpha=1.0, binarize=None, class_prior=prior).fit(Xb, yb)
     for k in range(2):
         one = BERN.ground_truth({**d, "X_new": d["X_new"][k : k + 1]})
-        p = bernoulli_nb_predict_proba(Xb, yb, Xnb[k : k + 1])[0]
+        p = bernoulli_nb_predict_proba(Xb, yb, Xnb[k : k + 1], 3, 1.0, 1.0, 1.0)[0]
         np.testing.assert_allclose(p, bnb.predict_proba(Xnb[k : k + 1])[0], atol=1e-12)
         assert float(one.mean["label_new"][0]) == pytest.approx(p @ np.arange(3), abs=1e-10)
         # P(setosa) is about 2e-6 for either new flower, so setosa's theta is the plain Beta

@@ -13,18 +13,9 @@ from scipy.stats import multivariate_normal
 from seeding import shifted
 
 import zoo
-from zoo.models.sequential import (
-    SEED_A,
-    SEED_B,
-    SEED_PI,
-    LocalLevelMarginal,
-    forward_backward,
-    hmm_log_likelihood,
-    kalman_local_level,
-    sample_hmm,
-    sine_basis,
-    viterbi,
-)
+from inference.algorithms.hmm import forward_backward, hmm_log_likelihood, sample_hmm, viterbi
+from inference.algorithms.kalman import LocalLevelMarginal, kalman_local_level, sine_basis
+from zoo.models.sequential import SEED_A, SEED_B, SEED_PI
 
 SEED = {"pi": SEED_PI, "A": SEED_A, "B": SEED_B}
 H, C = 0, 1

@@ -18,7 +18,8 @@ import torch
 from seeding import shifted
 
 import zoo
-from zoo.models.sequential import SEED_A, SEED_B, SEED_PI, kalman_local_level, local_level_mle
+from inference.algorithms.kalman import kalman_local_level, local_level_mle
+from zoo.models.sequential import SEED_A, SEED_B, SEED_PI
 
 needs_hmmlearn = pytest.mark.skipif(
     importlib.util.find_spec("hmmlearn") is None, reason="hmmlearn is not installed (dev extra)"

@@ -12,10 +12,11 @@ import pyro.distributions as dist
 import torch
 from pyro.distributions import constraints
 from pyro.ops.indexing import Vindex
-from scipy.special import betaln, gammaln, logsumexp
+from scipy.special import logsumexp
 
 import zoo
 from datasets import load_iris
+from inference.algorithms.conjugate import beta_update, dirichlet_log_ml, normal_gamma_update
 
 # Iris flowers 83, a versicolor (6.0, 2.7, 5.1, 1.6 cm), and 133, a virginica (6.3, 2.8, 5.1,
 # 1.5 cm): both near the border of the two species, held out as the new flowers to classify.
@@ -69,64 +70,7 @@ def _classes(
         pyro.sample("X_new", features(c_new).to_event(1), obs=X_new)
 
 
-# --------------------------------------------------------------------- conjugate updates
-def dirichlet_log_ml(labels: np.ndarray, C: int, alpha: float) -> float:
-    """log p(labels) under pi ~ Dirichlet(alpha 1), labels ~ Categorical(pi) (Dirichlet–
-    categorical): log G(C a) - log G(C a + N) + sum_c [log G(a + N_c) - log G(a)]."""
-    n_c = np.bincount(labels, minlength=C)
-    return float(
-        gammaln(C * alpha)
-        - gammaln(C * alpha + len(labels))
-        + (gammaln(alpha + n_c) - gammaln(alpha)).sum()
-    )
-
-
-def normal_gamma_update(
-    X: np.ndarray, labels: np.ndarray, C: int, m0: float, kappa0: float, a0: float, b0: float
-) -> tuple[dict[str, np.ndarray], float]:
-    """Per class c and feature j, the Normal–Gamma posterior of (mu_cj, tau_cj) and the log
-    marginal likelihood of the features given the labels.
-
-    With n, xbar, S = sum (x - xbar)^2 of class c's values of feature j:
-    kappa_n = kappa0 + n, m_n = (kappa0 m0 + n xbar) / kappa_n, a_n = a0 + n / 2,
-    b_n = b0 + S / 2 + kappa0 n (xbar - m0)^2 / (2 kappa_n);
-    log p(x) = log G(a_n) - log G(a0) + a0 log b0 - a_n log b_n + 1/2 log(kappa0 / kappa_n)
-               - n / 2 log(2 pi).
-    """
-    D = X.shape[1]
-    n = np.bincount(labels, minlength=C).astype(float)[:, None] * np.ones(D)
-    total = np.zeros((C, D))
-    np.add.at(total, labels, X)
-    xbar = np.divide(total, n, out=np.zeros((C, D)), where=n > 0)
-    S = np.zeros((C, D))
-    np.add.at(S, labels, (X - xbar[labels]) ** 2)
-    kappa = kappa0 + n
-    m = (kappa0 * m0 + n * xbar) / kappa
-    a = a0 + n / 2
-    b = b0 + S / 2 + kappa0 * n * (xbar - m0) ** 2 / (2 * kappa)
-    log_ml = (
-        gammaln(a)
-        - gammaln(a0)
-        + a0 * np.log(b0)
-        - a * np.log(b)
-        + 0.5 * np.log(kappa0 / kappa)
-        - n / 2 * np.log(2 * np.pi)
-    )
-    return {"m": m, "kappa": kappa, "a": a, "b": b}, float(log_ml.sum())
-
-
-def beta_update(
-    X: np.ndarray, labels: np.ndarray, C: int, a: float, b: float
-) -> tuple[dict[str, np.ndarray], float]:
-    """Per class c and feature j, theta_cj | x ~ Beta(a + N_jc, b + N_c - N_jc) (N_jc: class-c
-    flowers with x_j = 1) and log p(x | labels) = sum log B(a + N_jc, b + N_c - N_jc) - log B(a, b).
-    """
-    D = X.shape[1]
-    n = np.bincount(labels, minlength=C).astype(float)[:, None] * np.ones(D)
-    ones = np.zeros((C, D))
-    np.add.at(ones, labels, X)
-    post_a, post_b = a + ones, b + n - ones
-    return {"a": post_a, "b": post_b}, float((betaln(post_a, post_b) - betaln(a, b)).sum())
+# ------------------------------------------------------- exact posterior over labellings
 
 
 def _labelled_posterior(
@@ -332,31 +276,6 @@ def _class_counts(y: torch.Tensor, labellings: np.ndarray, C: int) -> np.ndarray
     return base + np.stack([np.bincount(a, minlength=C) for a in labellings]).astype(float)
 
 
-def gaussian_nb_predict_proba(
-    X: Any,
-    y: Any,
-    X_test: Any,
-    C: int = 3,
-    alpha: float = 1.0,
-    m0: float = 3.0,
-    kappa0: float = 0.01,
-    a0: float = 1.0,
-    b0: float = 0.09,
-) -> np.ndarray:
-    """Posterior predictive class probabilities of each test point on its own (parameters
-    integrated out): p(c | x, data) propto (alpha + N_c) prod_j t_{2 a_n}(x_j | m_n,
-    sqrt(b_n (kappa_n + 1) / (a_n kappa_n))) with the Normal–Gamma posterior of class c."""
-    X, y, Xt = np.asarray(X, float), np.asarray(y, int), np.atleast_2d(np.asarray(X_test, float))
-    p, _ = normal_gamma_update(X, y, C, m0, kappa0, a0, b0)
-    scale = np.sqrt(p["b"] * (p["kappa"] + 1) / (p["a"] * p["kappa"]))
-    with torch.no_grad():
-        lp = dist.StudentT(
-            torch.as_tensor(2 * p["a"]), torch.as_tensor(p["m"]), torch.as_tensor(scale)
-        ).log_prob(torch.as_tensor(Xt)[:, None, :])
-    log_post = lp.sum(-1).numpy() + np.log(alpha + np.bincount(y, minlength=C))
-    return np.exp(log_post - logsumexp(log_post, axis=1, keepdims=True))
-
-
 @naive_bayes.synthetic
 def _(seed: int) -> tuple[dict[str, Any], dict[str, Any]]:
     """150 flowers and one new flower from known parameters near iris's (cm): class proportions
@@ -454,20 +373,6 @@ def _(
         "theta": _mixture(log_w, dist.Beta, 0, concentration1=p["a"], concentration0=p["b"]),
         "label_new": _label_marginals(log_w, labellings, C),
     }, float(log_z)
-
-
-def bernoulli_nb_predict_proba(
-    X: Any, y: Any, X_test: Any, C: int = 3, alpha: float = 1.0, a: float = 1.0, b: float = 1.0
-) -> np.ndarray:
-    """Posterior predictive class probabilities of each test point on its own:
-    p(c | x, data) propto (alpha + N_c) prod_j tbar_cj^x_j (1 - tbar_cj)^(1 - x_j), with
-    tbar_cj = (a + N_jc) / (a + b + N_c) the posterior mean of theta_cj."""
-    X, y, Xt = np.asarray(X, float), np.asarray(y, int), np.atleast_2d(np.asarray(X_test, float))
-    p, _ = beta_update(X, y, C, a, b)
-    tbar = p["a"] / (p["a"] + p["b"])
-    log_post = Xt @ np.log(tbar).T + (1 - Xt) @ np.log1p(-tbar).T
-    log_post = log_post + np.log(alpha + np.bincount(y, minlength=C))
-    return np.exp(log_post - logsumexp(log_post, axis=1, keepdims=True))
 
 
 @naive_bayes_bernoulli.synthetic

@@ -11,9 +11,13 @@ import pyro
 import pyro.distributions as dist
 import torch
 from pyro.distributions import constraints
-from scipy.special import betaln, digamma, gammaln
+from scipy.special import betaln, gammaln
 
 import zoo
+from inference.algorithms.cavi import normal_gamma_cavi
+from inference.algorithms.conjugate import normal_mean_update
+from inference.algorithms.gibbs import normal_gamma_gibbs
+from inference.algorithms.markov import bigram_counts
 
 
 @zoo.register(
@@ -70,19 +74,6 @@ def _(seed: int) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 # ------------------------------------------------------------------------------ shared helpers
-
-
-def normal_mean_update(
-    prior_mean: Any, prior_prec: Any, x_sum: Any, n: int, noise_prec: Any
-) -> tuple[Any, Any]:
-    """Posterior (mean, precision) of a normal mean: prior N(m0, 1/p0), n observations with
-    precision p each and sum S: precision p0 + n p, mean (p0 m0 + p S) / (p0 + n p).
-
-    Shared by normal_normal (the closed form), and normal_gamma (its exact posterior location,
-    the Gibbs conditional mu | tau and CAVI's q(mu)); works on floats, arrays and tensors.
-    """
-    prec = prior_prec + n * noise_prec
-    return (prior_prec * prior_mean + noise_prec * x_sum) / prec, prec
 
 
 def gamma_factor(site: str, mean: float, shape: float) -> torch.Tensor:
@@ -335,46 +326,6 @@ def _(x: torch.Tensor, mu0: float, kappa0: float, a0: float, b0: float) -> tuple
     return {"mu": mu, "tau": dist.Gamma(a_n, b_n)}, float(log_z)
 
 
-def tau_conditional(
-    x: np.ndarray, mu: Any, mu0: float, kappa0: float, a0: float, b0: float
-) -> tuple[float, np.ndarray]:
-    """(shape, rate) of the exact conditional p(tau | mu, x) (seed 001 eq 88, corrected):
-    tau^(a0-1) e^(-b0 tau) * tau^(1/2) e^(-kappa0 tau (mu-mu0)^2 / 2) * tau^(N/2)
-    e^(-tau sum_i (x_i-mu)^2 / 2), so Gamma(a0 + (N+1)/2, b0 + 1/2 [sum_i (x_i - mu)^2 +
-    kappa0 (mu - mu0)^2]). The document's a0 + N/2 drops the tau^(1/2) of p(mu | tau).
-    Vectorised over an array of mu."""
-    mu = np.asarray(mu, dtype=float)
-    ss = ((x - mu[..., None]) ** 2).sum(-1) + kappa0 * (mu - mu0) ** 2
-    return a0 + (x.size + 1) / 2, b0 + 0.5 * ss
-
-
-def normal_gamma_elbo(
-    x: np.ndarray,
-    mu0: float,
-    kappa0: float,
-    a0: float,
-    b0: float,
-    m: float,
-    v: float,
-    a: float,
-    b: float,
-) -> float:
-    """ELBO of q(mu) q(tau) = N(m, v) Gamma(a, b) (rate b) for the Normal–Gamma model:
-    E_q[log p(x | mu, tau) + log p(mu | tau) + log p(tau)] + H[q(mu)] + H[q(tau)]."""
-    n = x.size
-    e_tau, e_log_tau = a / b, digamma(a) - np.log(b)
-    sq_data = float(((x - m) ** 2).sum()) + n * v  # E_q sum_i (x_i - mu)^2
-    sq_prior = (m - mu0) ** 2 + v  # E_q (mu - mu0)^2
-    log_lik = 0.5 * n * (e_log_tau - np.log(2 * np.pi)) - 0.5 * e_tau * sq_data
-    log_p_mu = (
-        0.5 * (np.log(kappa0) + e_log_tau - np.log(2 * np.pi)) - 0.5 * kappa0 * e_tau * sq_prior
-    )
-    log_p_tau = a0 * np.log(b0) - gammaln(a0) + (a0 - 1) * e_log_tau - b0 * e_tau
-    h_mu = 0.5 * np.log(2 * np.pi * np.e * v)
-    h_tau = a - np.log(b) + gammaln(a) + (1 - a) * digamma(a)
-    return float(log_lik + log_p_mu + log_p_tau + h_mu + h_tau)
-
-
 @normal_gamma.reference("cavi")
 def _(
     x: torch.Tensor,
@@ -394,21 +345,7 @@ def _(
     stops when q(tau)'s rate changes by less than ``tol`` (relative); the ELBO, traced after
     every sweep, never decreases.
     """
-    xs = x.double().numpy()
-    n = xs.size
-    # q(mu)'s mean is mu_N whatever q(tau) is; its precision is kappa_N E[tau]
-    m, kappa_n = normal_mean_update(mu0, kappa0, float(xs.sum()), n, 1.0)
-    e_tau, b = a0 / b0, b0
-    trace: list[float] = []
-    for _ in range(max_iter):
-        v = 1.0 / (kappa_n * e_tau)
-        # E_q(mu) of the conditional's rate: the squares at mu = m plus (N + kappa0) Var(mu)
-        a, rate_at_m = tau_conditional(xs, m, mu0, kappa0, a0, b0)
-        b, b_old = float(rate_at_m) + 0.5 * kappa_n * v, b
-        e_tau = a / b
-        trace.append(normal_gamma_elbo(xs, mu0, kappa0, a0, b0, m, v, a, b))
-        if abs(b - b_old) <= tol * b:
-            break
+    m, v, a, b, trace = normal_gamma_cavi(x.double().numpy(), mu0, kappa0, a0, b0, max_iter, tol)
     f64 = dict(dtype=torch.float64)
     return zoo.Factors(
         {
@@ -441,17 +378,9 @@ def _(
     (eq 88 corrected: the prior p(mu | tau) adds 1/2 to the shape and kappa0 (mu - mu0)^2 sits
     inside the 1/2 bracket).
     """
-    xs = x.double().numpy()
-    tau = np.random.gamma(a0, 1.0 / b0, size=num_chains)  # over-dispersed starts: the prior
-    mus = np.empty((num_chains, num_samples))
-    taus = np.empty((num_chains, num_samples))
-    for t in range(warmup + num_samples):
-        loc, prec = normal_mean_update(mu0, kappa0 * tau, float(xs.sum()), xs.size, tau)
-        mu = loc + np.random.standard_normal(num_chains) / np.sqrt(prec)
-        shape, rate = tau_conditional(xs, mu, mu0, kappa0, a0, b0)
-        tau = np.random.gamma(shape, 1.0 / rate)
-        if t >= warmup:
-            mus[:, t - warmup], taus[:, t - warmup] = mu, tau
+    mus, taus = normal_gamma_gibbs(
+        x.double().numpy(), mu0, kappa0, a0, b0, num_samples, warmup, num_chains
+    )
     return zoo.Draws({"mu": mus, "tau": taus}, chains=True)
 
 
@@ -490,37 +419,6 @@ def bigrams(
     pairs = [(index[s[i - 1]], index[s[i]]) for s in sentences for i in range(1, len(s))]
     prev, word = zip(*pairs, strict=True) if pairs else ((), ())
     return torch.tensor(prev, dtype=torch.long), torch.tensor(word, dtype=torch.long)
-
-
-def bigram_counts(prev: torch.Tensor, word: torch.Tensor, num_words: int) -> torch.Tensor:
-    """C[i, j] = Count(w_{t-1} = i, w_t = j) (rows: previous word)."""
-    flat = torch.bincount(prev * num_words + word, minlength=num_words * num_words)
-    return flat.reshape(num_words, num_words).to(torch.get_default_dtype())
-
-
-def bigram_mle(counts: torch.Tensor) -> torch.Tensor:
-    """P(w_t = j | w_{t-1} = i) = C[i, j] / C[i, .] (seed 002 §23.1, L4691). A word never
-    followed by another (a row of zeros) has no MLE: its row is NaN."""
-    totals = counts.sum(-1, keepdim=True)
-    return torch.where(totals > 0, counts / totals.clamp(min=1), torch.nan)
-
-
-def cross_entropy(transition: torch.Tensor, prev: torch.Tensor, word: torch.Tensor) -> float:
-    """-(1/T) sum_t log P(w_t | w_{t-1}) over the T bigrams (seed 002 eq 23.2), in nats."""
-    return float(-torch.log(transition[prev, word]).mean())
-
-
-def perplexity(transition: torch.Tensor, prev: torch.Tensor, word: torch.Tensor) -> float:
-    """PPL = exp(cross-entropy) = P(w_2..w_T | w_1)^(-1/T) (seed 002 §23.1.2, L4735)."""
-    return float(np.exp(cross_entropy(transition, prev, word)))
-
-
-def stationary_distribution(transition: torch.Tensor) -> torch.Tensor:
-    """pi with pi^T P = pi^T, sum pi = 1: the eigenvector of P^T for eigenvalue 1
-    (seed 002 §15.2, L2741-2747)."""
-    vals, vecs = torch.linalg.eig(transition.T.to(torch.float64))
-    v = vecs[:, torch.argmin((vals - 1).abs())].real
-    return v / v.sum()
 
 
 _SENTENCES = tokenize(CORPUS)

@@ -21,7 +21,6 @@ this learning rate does not help (the ELBO wanders: 43 after 10000 steps).
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from typing import Any
 
@@ -31,12 +30,13 @@ import pyro.distributions as dist
 import pyro.poutine as poutine
 import torch
 from pyro.distributions import constraints
-from scipy.optimize import linear_sum_assignment
 from torch import nn
 from torch.nn.functional import one_hot, softplus
 
 import zoo
 from datasets import load_digits_split
+from inference.algorithms.evaluation import cluster_accuracy, held_out_scores
+from inference.peers import sklearn as sklearn_peer
 
 LATENT = 8  # latent dimensions d (the seed's 128 is for 28x28 MNIST; the digits are 8x8)
 HIDDEN = 128  # units of each network's one hidden layer
@@ -148,19 +148,6 @@ def fitted(name: str) -> bool:
     return any(k.startswith(f"{name}$$$") for k in pyro.get_param_store().keys())
 
 
-def gaussian_kl(loc_q: Any, var_q: Any, loc_p: Any, var_p: Any) -> torch.Tensor:
-    """KL(N(m1, S1) || N(m2, S2)) for diagonal covariances, given as variances (002 L6978–6992;
-    the determinant of a diagonal matrix is the product of its diagonal):
-
-        1/2 [ log |S2| / |S1| - n + tr(S2^-1 S1) + (m2 - m1)^T S2^-1 (m2 - m1) ]
-
-    over the last dim, in double precision. With m2 = 0 and S2 = I it is the KL term of the VAE's
-    ELBO, 1/2 sum_j (m_j^2 + s_j^2 - 1 - log s_j^2) (001 eq 168), which TraceMeanField_ELBO
-    computes in closed form."""
-    m1, v1, m2, v2 = (torch.as_tensor(a, dtype=torch.float64) for a in (loc_q, var_q, loc_p, var_p))
-    return 0.5 * (torch.log(v2 / v1) - 1.0 + v1 / v2 + (m2 - m1) ** 2 / v2).sum(-1)
-
-
 # ------------------------------------------------------------------------------------ vae
 
 
@@ -207,7 +194,8 @@ def vae(
     - ``svi``: Trace_ELBO, the seed's estimator A (001 eq 152): log p(x, z) - log q(z | x) at
       one draw z;
     - ``svi_meanfield``: TraceMeanField_ELBO, estimator B (001 eq 153): the KL term in closed
-      form (eq 168, :func:`gaussian_kl`) plus one draw of log p(x | z);
+      form (eq 168, ``inference.algorithms.evaluation.gaussian_kl``) plus one draw of
+      log p(x | z);
     - ``svi_iwae``: the importance-weighted bound L_K = E log (1/K) sum_k p(x, z_k)/q(z_k | x),
       K = 5 (Burda et al. 2016; named by 002 §20.1.4, RenyiELBO with alpha = 0), tighter than
       the ELBO (L_1 = ELBO <= L_K <= log p(x)).
@@ -276,7 +264,7 @@ def score(
     prior = {**held, "x": x_test.new_zeros(3 * IMAGES, x.shape[1]), "batch_size": 3 * IMAGES}
     samples = decoded_mean(model, prior, z)
     return {
-        **held_out_scores(model, guide, held),
+        **held_out_scores(model, guide, held, HELD_OUT_PARTICLES, HELD_OUT_ELBO_PARTICLES),
         "images": {
             "held-out images and their reconstructions": reconstructions(model, guide, held),
             "samples from the prior": grid(samples, ["samples"] * 3),
@@ -285,37 +273,6 @@ def score(
 
 
 # ----------------------------------------------------------------------- scores and images
-
-
-def held_out_scores(
-    model: Callable[..., Any], guide: Callable[..., Any], data: dict[str, Any]
-) -> dict[str, float]:
-    """Per held-out image, averaged (``data``: the model's arguments with the held-out images):
-
-    - ``heldout_log_lik``: log (1/K) sum_k w_k, w_k = p(x, z_k)/q(z_k | x), K =
-      HELD_OUT_PARTICLES draws z_k ~ q(z | x) (importance sampling, the encoder the proposal);
-      ``heldout_log_lik_se``: its Monte-Carlo standard error (delta method, per image
-      sd(w) / (sqrt(K) mean(w)));
-    - ``heldout_elbo``: mean_k log w_k over HELD_OUT_ELBO_PARTICLES independent draws, and its
-      standard error; the importance estimate exceeds it by about KL(q(z | x) || p(z | x))."""
-    lw = zoo.pointwise_log_weights(model, guide, data, HELD_OUT_PARTICLES, max_plate_nesting=1)
-    K, n = lw.shape
-    top = lw.max(0)
-    w = np.exp(lw - top)
-    log_lik = np.log(w.mean(0)) + top
-    rel_se = w.std(0) / (np.sqrt(K) * w.mean(0))
-    lw_elbo = zoo.pointwise_log_weights(
-        model, guide, data, HELD_OUT_ELBO_PARTICLES, max_plate_nesting=1
-    )
-    elbo_se = np.sqrt((lw_elbo.var(0, ddof=1) / lw_elbo.shape[0]).sum()) / n
-    return {
-        "heldout_log_lik": float(log_lik.mean()),
-        "heldout_log_lik_se": float(np.sqrt((rel_se**2).sum()) / n),
-        "heldout_elbo": float(lw_elbo.mean()),
-        "heldout_elbo_se": float(elbo_se),
-        "heldout_particles": K,
-        "heldout_images": n,
-    }
 
 
 def grid(images: torch.Tensor, rows: list[str]) -> dict[str, Any]:
@@ -429,7 +386,7 @@ def score_cvae(
     z = torch.randn(len(digit), latent_dim)
     samples = decoded_mean(model, {**held, "x": blank, "y": digit, "batch_size": len(z)}, z)
     return {
-        **held_out_scores(model, guide, held),
+        **held_out_scores(model, guide, held, HELD_OUT_PARTICLES, HELD_OUT_ELBO_PARTICLES),
         "images": {
             "held-out images and their reconstructions": reconstructions(model, guide, held),
             "samples of each digit y": grid(samples, [f"y = {k}" for k in range(classes)]),
@@ -524,20 +481,6 @@ def _(x: torch.Tensor, latent_dim: int, hidden: int, batch_size: int) -> None:
     sample_codes("vade_encoder", x, latent_dim, hidden, batch_size)
 
 
-def cluster_accuracy(clusters: np.ndarray, labels: np.ndarray) -> tuple[float, np.ndarray]:
-    """The share of points whose cluster maps to their label under the best one-to-one map of
-    clusters to labels (the Hungarian method on the contingency table), and that map: the label
-    of each cluster (-1 for clusters left unmatched)."""
-    clusters, labels = np.asarray(clusters, dtype=int), np.asarray(labels, dtype=int)
-    k = int(max(clusters.max(), labels.max())) + 1
-    table = np.zeros((k, k))
-    np.add.at(table, (clusters, labels), 1)
-    rows, cols = linear_sum_assignment(-table)
-    label_of = np.full(k, -1)
-    label_of[rows] = cols
-    return float(table[rows, cols].sum() / len(labels)), label_of
-
-
 def assignments(z: torch.Tensor, clusters: int) -> torch.Tensor:
     """argmax_c p(c | z) = argmax_c pi_c N(z | mu_c, sigma_c^2 I) at the fitted prior."""
     mu, sigma = mixture_prior(clusters, z.shape[-1])
@@ -583,7 +526,7 @@ def score_vade(
     images = {"samples of each cluster": grid(samples, rows)}
     if x_test is not None and len(x_test):
         held = {"x": x_test, **sizes, "batch_size": batch_size}
-        out.update(held_out_scores(model, guide, held))
+        out.update(held_out_scores(model, guide, held, HELD_OUT_PARTICLES, HELD_OUT_ELBO_PARTICLES))
         if y_test is not None:
             test = assignments(encoded_mean(guide, {**held, "batch_size": len(x_test)}), clusters)
             out["heldout_cluster_accuracy"] = float(
@@ -612,19 +555,8 @@ def gmm_peer(
     the clustering accuracy on the training and held-out images (their clusters mapped to digits
     by the map the training images give). The estimate of the model's site c: the clusters of the
     first ``batch_size`` training images (the minibatch whose draws the svi run holds)."""
-    mixture = importlib.import_module("sklearn.mixture")  # only when the peer runs
     train, test = x.double().numpy(), None if x_test is None else x_test.double().numpy()
-    if features is not None:
-        pca = importlib.import_module("sklearn.decomposition").PCA(n_components=features)
-        train = pca.fit_transform(train)
-        test = None if test is None else pca.transform(test)
-    gmm = mixture.GaussianMixture(
-        n_components=clusters,
-        n_init=n_init,
-        random_state=int(np.random.randint(2**31 - 1)),  # numpy's stream, seeded by the run
-    ).fit(train)
-    c = gmm.predict(train)
-    c_test = None if test is None else gmm.predict(test)
+    c, c_test = sklearn_peer.gaussian_mixture_clusters(train, test, clusters, n_init, features)
     extras: dict[str, Any] = {"features": "pixels" if features is None else f"PCA ({features})"}
     if y is not None:
         extras["cluster_accuracy"], label_of = cluster_accuracy(c, y.numpy())

@@ -15,6 +15,8 @@ from pyro.infer import ELBO, Trace_ELBO, TraceEnum_ELBO, TraceGraph_ELBO
 
 import zoo
 from datasets import load_digits_split
+from inference.algorithms.gradients import gradient_draws as generic_gradient_draws
+from inference.algorithms.gradients import gradient_statistics
 
 # The estimators of the seed's §3.4, each a way to differentiate E_q[f(z)] over a discrete z.
 ESTIMATORS = ("enum", "reinforce", "baseline", "nvil", "gumbel")
@@ -348,22 +350,12 @@ def gradient_draws(
     its fit left it); the decaying average is held at the value it tracks (:func:`held_average`)."""
     check_images(x, K, estimator)
     num_draws = GRADIENT_DRAWS if num_draws is None else num_draws
-    store = pyro.get_param_store()
-    model, guide = discrete_vae.model, discrete_vae.guide
     data = {"x": x, "K": K, "estimator": estimator, "temperature": temperature}
     elbo = estimator_elbo(estimator)
-    draws = []
     with held_average(x, K, estimator) as reset:
-        for _ in range(num_draws):
-            reset()
-            for _, p in store.named_parameters():
-                p.grad = None
-            elbo.loss_and_grads(model, guide, **data)
-            named = dict(store.named_parameters())
-            draws.append(torch.cat([named[p].grad.reshape(-1).clone() for p in params]))
-    for _, p in store.named_parameters():
-        p.grad = None
-    return torch.stack(draws)
+        return generic_gradient_draws(
+            discrete_vae.model, discrete_vae.guide, data, elbo, params, num_draws, reset
+        )
 
 
 def gradient_study(
@@ -375,33 +367,13 @@ def gradient_study(
     num_draws: int | None = None,
 ) -> dict[str, float | None]:
     """An estimator's encoder gradient over ``num_draws`` draws (:func:`gradient_draws`) at
-    fixed parameters, against the exact gradient (enumeration) at the same parameters:
-
-    - ``grad_variance``: the summed variance of its coordinates (trace of the covariance);
-      ``grad_log10_variance`` its log10 (None where it is 0: enumeration, which needs no
-      sampling, so two draws show it);
-    - ``grad_snr``: |exact|^2 / variance, the signal-to-noise ratio of one draw;
-    - ``grad_bias_z``: the mean draw's error along the exact gradient, in Monte-Carlo standard
-      errors (about N(0, 1) for an unbiased estimator; 0 for enumeration);
-    - ``grad_relative_bias``: |mean - exact| / |exact| (for an unbiased estimator about
-      sqrt(variance / draws) / |exact|, its noise floor)."""
+    fixed parameters, against the exact gradient (enumeration) at the same parameters
+    (:func:`inference.algorithms.gradients.gradient_statistics`; enumeration needs no sampling,
+    so two draws show it)."""
     num_draws = 2 if estimator == "enum" else GRADIENT_DRAWS if num_draws is None else num_draws
     g = gradient_draws(x, K, estimator, temperature, num_draws=num_draws).double()
     exact = gradient_draws(x, K, "enum", num_draws=1)[0].double()
-    mean, var = g.mean(0), float(g.var(0).sum())
-    u = exact / exact.norm()
-    along = g @ u
-    se = float(along.std()) / math.sqrt(num_draws)
-    err = float(mean @ u - exact @ u)
-    return {
-        "grad_draws": num_draws,
-        "grad_variance": var,
-        "grad_log10_variance": math.log10(var) if var > 0 else None,
-        "grad_exact_norm": float(exact.norm()),
-        "grad_snr": float(exact @ exact) / var if var > 0 else None,
-        "grad_bias_z": err / se if se > 0 else 0.0 if err == 0 else math.copysign(math.inf, err),
-        "grad_relative_bias": float((mean - exact).norm() / exact.norm()),
-    }
+    return gradient_statistics(g, exact)
 
 
 @discrete_vae.evaluate
@@ -429,19 +401,3 @@ def evaluate(
         out["heldout_log_lik"] = float(test_ll.mean())
     out.update(gradient_study(x, K, estimator, temperature))
     return out
-
-
-# ------------------------------------------------------------------ the seed's toy oracle
-
-
-def score_function_draws(
-    phi: float, f: Callable[[torch.Tensor], torch.Tensor], num_draws: int, baseline: float = 0.0
-) -> torch.Tensor:
-    """The seed's REINFORCE estimator (000 L970) for q(z) = Bernoulli(sigmoid(phi)), one draw
-    each: g_m = (f(z_m) - b) d/dphi log q(z_m; phi), z_m ~ q, by autograd. Their mean estimates
-    d/dphi E_q f(z) = sigmoid'(phi) [f(1) - f(0)] for any constant baseline b (L1058–1068)."""
-    phis = torch.full((num_draws,), float(phi), dtype=torch.float64, requires_grad=True)
-    q = dist.Bernoulli(logits=phis)
-    z = q.sample()
-    (scores,) = torch.autograd.grad(q.log_prob(z).sum(), phis)  # z_m - sigmoid(phi)
-    return ((f(z) - baseline) * scores).detach()

@@ -13,8 +13,17 @@ from pyro.distributions import constraints
 from scipy import optimize
 
 import zoo
+from inference.algorithms.gp import (
+    DEFAULT_STARTS,
+    HYPERS,
+    as_float64,
+    cholesky_normal_log_pdf,
+    fit_hyperparameters,
+    gp_predict,
+    log_marginal_likelihood,
+    rbf_kernel,
+)
 
-HYPERS = ("lengthscale", "variance", "noise")
 JITTER = 1e-5
 
 
@@ -29,16 +38,6 @@ def hyperpriors() -> dict[str, dist.Distribution]:
         # noise sd: half-normal on the output's scale; most mass below 1, none excluded near 0
         "noise": dist.HalfNormal(1.0),
     }
-
-
-def rbf_kernel(x1: torch.Tensor, x2: torch.Tensor, lengthscale: Any, variance: Any) -> torch.Tensor:
-    """RBF kernel k(x, x') = sigma_f^2 exp(-(x - x')^2 / (2 l^2)) (seed 002 ch. 10, L2035).
-
-    ``x1`` (N,), ``x2`` (M,) -> (..., N, M); the hyper-parameters may carry leading batch dims
-    (one kernel matrix per draw)."""
-    ls = torch.as_tensor(lengthscale, dtype=x1.dtype)[..., None, None]
-    var = torch.as_tensor(variance, dtype=x1.dtype)[..., None, None]
-    return var * torch.exp(-0.5 * (x1[:, None] - x2[None, :]) ** 2 / ls**2)
 
 
 def _noisy_sine(seed: int = 0) -> dict[str, torch.Tensor]:
@@ -133,97 +132,6 @@ def _(seed: int) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 # -------------------------------------------------------------- closed forms given theta
-def _f64(v: Any) -> torch.Tensor:
-    return torch.as_tensor(np.asarray(v, dtype=float), dtype=torch.float64)
-
-
-def _cholesky(x: torch.Tensor, lengthscale: float, variance: float, noise: float) -> torch.Tensor:
-    """Lower Cholesky factor of K + sigma_n^2 I (float64)."""
-    eye = torch.eye(len(x), dtype=torch.float64)
-    return torch.linalg.cholesky(rbf_kernel(x, x, lengthscale, variance) + noise**2 * eye)
-
-
-def _log_normal_pdf(L: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """log N(y | 0, L L') from the Cholesky factor L (batched over leading dims)."""
-    a = torch.linalg.solve_triangular(L, y.expand(L.shape[:-1])[..., None], upper=False)[..., 0]
-    log_det = torch.log(torch.diagonal(L, dim1=-2, dim2=-1)).sum(-1)
-    return -0.5 * (a**2).sum(-1) - log_det - 0.5 * L.shape[-1] * np.log(2 * np.pi)
-
-
-def log_marginal_likelihood(
-    x: Any, y: Any, lengthscale: float, variance: float, noise: float
-) -> float:
-    """log p(y | theta) = -1/2 y' (K + s^2 I)^-1 y - sum log diag(L) - n/2 log 2 pi, with
-    L L' = K + s^2 I (Cholesky), in float64."""
-    return float(_log_normal_pdf(_cholesky(_f64(x), lengthscale, variance, noise), _f64(y)))
-
-
-def gp_predict(
-    x: Any, y: Any, x_new: Any, lengthscale: float, variance: float, noise: float
-) -> tuple[np.ndarray, np.ndarray]:
-    """Posterior of f at ``x_new`` given theta (seed 002 L2023, L2027):
-    E[f*] = K*' (K + s^2 I)^-1 y,  Cov[f*] = K** - K*' (K + s^2 I)^-1 K*,  by Cholesky."""
-    xt, yt, xs = _f64(x), _f64(y), _f64(x_new)
-    L = _cholesky(xt, lengthscale, variance, noise)
-    k_star = rbf_kernel(xt, xs, lengthscale, variance)  # (n, m)
-    alpha = torch.cholesky_solve(yt[:, None], L)[:, 0]
-    v = torch.linalg.solve_triangular(L, k_star, upper=False)
-    mean = k_star.T @ alpha
-    cov = rbf_kernel(xs, xs, lengthscale, variance) - v.T @ v
-    return mean.numpy(), cov.numpy()
-
-
-_STARTS = ((1.0, 1.0, 0.3), (0.3, 1.0, 0.1), (3.0, 1.0, 0.5))  # (l, sigma_f2, sigma_n)
-
-
-def fit_hyperparameters(
-    x: Any,
-    y: Any,
-    *,
-    objective: str = "ml",
-    fixed: dict[str, float] | None = None,
-    starts: Sequence[Sequence[float]] = _STARTS,
-) -> tuple[dict[str, float], list[float]]:
-    """Type-II maximum likelihood (``objective="ml"``: max log p(y | theta)) or type-II MAP
-    (``"map"``: + log p(theta)) of the hyper-parameters not in ``fixed``, by L-BFGS on their
-    logs with exact gradients (torch autograd), best of a few starts. Returns the estimate and
-    the objective's trace along the best run."""
-    fixed = dict(fixed or {})
-    free = [h for h in HYPERS if h not in fixed]
-    xt, yt = _f64(x), _f64(y)
-    prior = hyperpriors()
-    seen: dict[bytes, float] = {}
-
-    def neg(z: np.ndarray) -> tuple[float, np.ndarray]:
-        log_free = torch.tensor(z, dtype=torch.float64, requires_grad=True)
-        theta = {h: torch.tensor(float(v), dtype=torch.float64) for h, v in fixed.items()}
-        theta.update({h: log_free[i].exp() for i, h in enumerate(free)})
-        value = _log_normal_pdf(_cholesky(xt, *(theta[h] for h in HYPERS)), yt)
-        if objective == "map":
-            value = value + sum(prior[h].log_prob(theta[h]) for h in HYPERS)
-        (-value).backward()
-        seen[z.tobytes()] = float(value.detach())
-        return -seen[z.tobytes()], log_free.grad.numpy()
-
-    best = None
-    for start in starts:
-        z0 = np.log([dict(zip(HYPERS, start, strict=True))[h] for h in free])
-        trace: list[float] = []
-        res = optimize.minimize(
-            neg,
-            z0,
-            jac=True,
-            method="L-BFGS-B",
-            callback=lambda z, tr=trace: tr.append(seen.get(z.tobytes(), np.nan)),
-            options={"gtol": 1e-10, "ftol": 1e-14, "maxiter": 1000},
-        )
-        trace.append(-float(res.fun))
-        if best is None or res.fun < best[0].fun:
-            best = (res, trace)
-    res, trace = best
-    est = {h: float(v) for h, v in fixed.items()}
-    est.update({h: float(np.exp(res.x[i])) for i, h in enumerate(free)})
-    return {h: est[h] for h in HYPERS}, trace
 
 
 @gaussian_process.reference("gp_posterior")
@@ -258,7 +166,9 @@ def _(
     if len(fixed) == len(HYPERS):
         theta, trace = fixed, []
     else:
-        theta, trace = fit_hyperparameters(x, y, objective=objective, fixed=fixed)
+        theta, trace = fit_hyperparameters(
+            x, y, objective=objective, fixed=fixed, prior=hyperpriors()
+        )
     mean, cov = gp_predict(x, y, x, **theta)
     extras: dict[str, Any] = {
         "f_mean": mean,
@@ -294,7 +204,7 @@ def log_posterior_in_logs(x: torch.Tensor, y: torch.Tensor, u: torch.Tensor) -> 
     cov = rbf_kernel(x, x, ls, var) + (noise**2 + JITTER)[..., None, None] * torch.eye(
         n, dtype=torch.float64
     )
-    log_lik = _log_normal_pdf(torch.linalg.cholesky(cov), y)
+    log_lik = cholesky_normal_log_pdf(torch.linalg.cholesky(cov), y)
     prior = hyperpriors()
     log_prior = sum(prior[h].log_prob(theta[..., i]) for i, h in enumerate(HYPERS))
     return log_lik + log_prior + u.sum(-1)
@@ -303,7 +213,7 @@ def log_posterior_in_logs(x: torch.Tensor, y: torch.Tensor, u: torch.Tensor) -> 
 @gaussian_process.truth
 def _(x: torch.Tensor, y: torch.Tensor) -> zoo.GroundTruth:
     """Posterior means and sds of (l, sigma_f2, sigma_n) by 3-D quadrature (memoised per data)."""
-    key = (_f64(x).numpy().tobytes(), _f64(y).numpy().tobytes())
+    key = (as_float64(x).numpy().tobytes(), as_float64(y).numpy().tobytes())
     if key not in _TRUTHS:
         _TRUTHS.clear()  # one dataset at a time is enough
         _TRUTHS[key] = hyperposterior_quadrature(x, y)
@@ -323,7 +233,7 @@ def hyperposterior_quadrature(
     a smooth, fast-decaying integrand the equal-weight rule converges geometrically (40 nodes and
     +-8 sds, or 56 and +-12, change the default data's moments by < 1e-6). Evidence: log p(y) =
     log of the grid sum times the cell volume."""
-    xt, yt = _f64(x), _f64(y)
+    xt, yt = as_float64(x), as_float64(y)
 
     def neg(u: np.ndarray) -> tuple[float, np.ndarray]:
         t = torch.tensor(u, dtype=torch.float64, requires_grad=True)
@@ -332,7 +242,7 @@ def hyperposterior_quadrature(
         return float(value.detach()), t.grad.numpy()
 
     best = min(
-        (optimize.minimize(neg, np.log(s), jac=True, method="L-BFGS-B") for s in _STARTS),
+        (optimize.minimize(neg, np.log(s), jac=True, method="L-BFGS-B") for s in DEFAULT_STARTS),
         key=lambda r: r.fun,
     )
     mode = torch.tensor(best.x, dtype=torch.float64)

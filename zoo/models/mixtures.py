@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -12,11 +11,14 @@ import pyro.distributions as dist
 import torch
 from pyro.distributions import constraints
 from pyro.ops.indexing import Vindex
-from scipy.special import logsumexp, ndtr, ndtri
-from tqdm.auto import tqdm
+from scipy.special import logsumexp
 
 import zoo
 from datasets import load_faithful
+from inference.algorithms.em import bernoulli_mixture_em, gaussian_mixture_em
+from inference.algorithms.gibbs import crp_gibbs, gaussian_mixture_gibbs
+from inference.distributions import SortedNormal
+from inference.peers import sklearn as sklearn_peer
 
 # ------------------------------------------------------------------------------ three_coin
 
@@ -67,32 +69,6 @@ def _() -> None:
         pyro.sample(name, dist.Beta(conc[0], conc[1]))
 
 
-def three_coin_em_steps(
-    y: np.ndarray, theta: Sequence[float], max_iter: int, tol: float
-) -> tuple[np.ndarray, list[float], np.ndarray]:
-    """EM of the document (eqs (4)-(5)); returns theta, the log-likelihood trace, responsibilities.
-
-    E-step: mu_j = pi p^y (1-p)^(1-y) / [pi p^y (1-p)^(1-y) + (1-pi) q^y (1-q)^(1-y)].
-    M-step: pi = mean(mu); p = sum(mu y) / sum(mu); q = sum((1-mu) y) / sum(1-mu).
-    """
-    pi, p, q = map(float, theta)
-    trace: list[float] = []
-    mu = np.full_like(y, pi)
-    for _ in range(max_iter + 1):
-        a = pi * p**y * (1 - p) ** (1 - y)
-        c = (1 - pi) * q**y * (1 - q) ** (1 - y)
-        trace.append(float(np.log(a + c).sum()))
-        mu = a / (a + c)
-        if len(trace) > 1 and abs(trace[-1] - trace[-2]) < tol:
-            break
-        if len(trace) == max_iter + 1:
-            break
-        pi = mu.mean()
-        p = (mu * y).sum() / mu.sum()
-        q = ((1 - mu) * y).sum() / (1 - mu).sum()
-    return np.array([pi, p, q]), trace, mu
-
-
 @three_coin.reference("em")
 def _(
     y: torch.Tensor,
@@ -105,7 +81,7 @@ def _(
     init = tuple(float(v) for v in init)
     if len(init) != 3 or not all(0.0 < v < 1.0 for v in init):
         raise zoo.ZooError(f"init must be three probabilities (pi, p, q) in (0, 1), got {init}")
-    theta, trace, mu = three_coin_em_steps(y.double().numpy(), init, max_iter, tol)
+    theta, trace, mu = bernoulli_mixture_em(y.double().numpy(), init, max_iter, tol)
     return zoo.Estimate(
         dict(zip(("pi", "p", "q"), theta, strict=True)),
         traces={"log_likelihood": trace},
@@ -170,31 +146,6 @@ def _(y: torch.Tensor) -> zoo.GroundTruth | None:
 
 
 # ------------------------------------------------------------------------ gaussian_mixture
-
-
-class SortedNormal(dist.TorchDistribution):
-    """K iid Normal(loc, scale) draws, sorted: the law of their order statistics.
-
-    Density K! prod_k N(x_k | loc, scale) on x_1 < ... < x_K. Used as the prior of mixture
-    locations, it removes the K! label-switching modes without changing the model otherwise.
-    """
-
-    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
-    support = constraints.ordered_vector
-
-    def __init__(self, loc: torch.Tensor, scale: torch.Tensor, size: int, validate_args=None):
-        self.loc, self.scale, self.size = torch.as_tensor(loc), torch.as_tensor(scale), size
-        super().__init__(torch.Size(), torch.Size([size]), validate_args=validate_args)
-
-    def sample(self, sample_shape: torch.Size | tuple = ()) -> torch.Tensor:
-        with torch.no_grad():
-            shape = torch.Size(sample_shape) + (self.size,)
-            base = dist.Normal(self.loc, self.scale).sample(shape)
-            return base.sort(-1).values
-
-    def log_prob(self, value: torch.Tensor) -> torch.Tensor:
-        lp = dist.Normal(self.loc, self.scale).log_prob(value).sum(-1)
-        return lp + torch.lgamma(torch.tensor(self.size + 1.0))
 
 
 def _faithful(seed: int = 0) -> dict:
@@ -272,42 +223,6 @@ def _(y: torch.Tensor, K: int) -> None:
     pyro.sample("scales", dist.LogNormal(s_loc, s_scale).to_event(1))
 
 
-def gmm_em_steps(
-    y: np.ndarray,
-    weights: np.ndarray,
-    locs: np.ndarray,
-    scales: np.ndarray,
-    max_iter: int,
-    tol: float,
-    progress: bool = False,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[float], np.ndarray]:
-    """EM for a 1-D Gaussian mixture (seed 001 §1.4 eqs (39), (42)-(44); 002 §18.2 Alg. 2).
-
-    E-step: gamma_nk = w_k N(y_n | mu_k, s_k^2) / sum_j w_j N(y_n | mu_j, s_j^2).
-    M-step: N_k = sum_n gamma_nk; mu_k = sum_n gamma_nk y_n / N_k;
-            s_k^2 = sum_n gamma_nk (y_n - mu_k)^2 / N_k (with the *new* mu_k); w_k = N_k / N.
-    """
-    w, mu, s = weights.astype(float), locs.astype(float), scales.astype(float)
-    trace: list[float] = []
-    floor = 1e-6 * max(np.var(y), 1e-12)  # keeps a component from collapsing onto one point
-    for _ in tqdm(range(max_iter + 1), desc="em", disable=not progress, leave=False):
-        log_joint = np.log(w) - 0.5 * np.log(2 * np.pi * s**2) - 0.5 * ((y[:, None] - mu) / s) ** 2
-        ll = logsumexp(log_joint, axis=1)
-        trace.append(float(ll.sum()))
-        gamma = np.exp(log_joint - ll[:, None])
-        if (
-            len(trace) > 1
-            and abs(trace[-1] - trace[-2]) < tol * abs(trace[-1])
-            or len(trace) == max_iter + 1
-        ):
-            break
-        nk = gamma.sum(0)
-        mu = (gamma * y[:, None]).sum(0) / nk
-        s = np.sqrt(np.maximum((gamma * (y[:, None] - mu) ** 2).sum(0) / nk, floor))
-        w = nk / y.size
-    return w, mu, s, trace, gamma
-
-
 @gaussian_mixture.reference("em")
 def _(
     y: torch.Tensor,
@@ -330,7 +245,7 @@ def _(
         arrays[key] = np.asarray(init[key], dtype=float)
     if np.any(arrays["scales"] <= 0) or np.any(arrays["weights"] <= 0):
         raise zoo.ZooError("init weights and scales must be positive")
-    w, mu, s, trace, gamma = gmm_em_steps(
+    w, mu, s, trace, gamma = gaussian_mixture_em(
         y,
         arrays["weights"] / arrays["weights"].sum(),
         arrays["locs"],
@@ -346,23 +261,6 @@ def _(
         log_evidence=trace[-1],
         extras={"responsibilities": gamma[:, order]},
     )
-
-
-def scikit_learn(module: str) -> Any:
-    """A scikit-learn module, imported when a peer engine runs: listing or registering models
-    never loads scikit-learn (tests/test_import_cost.py)."""
-    return importlib.import_module(f"sklearn.{module}")
-
-
-def peer_random_state() -> int:
-    """scikit-learn's ``random_state`` for a peer engine, drawn from numpy's global stream, which
-    the runner seeds like every reference engine's (same ``seed``, same numbers)."""
-    return int(np.random.randint(2**31 - 1))
-
-
-def check_n_init(n_init: int) -> None:
-    if isinstance(n_init, bool) or not (isinstance(n_init, int) and n_init >= 1):
-        raise zoo.ZooError(f"n_init must be a positive integer, got {n_init!r}")
 
 
 def check_mixture_data(y: torch.Tensor, K: int) -> None:
@@ -393,121 +291,11 @@ def _(
     (conditional on it, as ``em``'s); the responsibilities are in the extras, as ``em``'s.
     """
     check_mixture_data(y, K)
-    check_n_init(n_init)
     x = y.double().numpy()[:, None]
-    gm = scikit_learn("mixture").GaussianMixture(
-        n_components=K,
-        covariance_type="spherical",
-        n_init=n_init,
-        max_iter=max_iter,
-        tol=tol,
-        reg_covar=reg_covar,
-        random_state=peer_random_state(),
+    values, log_evidence, extras = sklearn_peer.gaussian_mixture(
+        x, K, n_init=n_init, max_iter=max_iter, tol=tol, reg_covar=reg_covar
     )
-    gm.fit(x)
-    order = np.argsort(gm.means_.ravel())  # the model's ordering convention for the labels
-    return zoo.Estimate(
-        {
-            "weights": gm.weights_[order],
-            "locs": gm.means_.ravel()[order],
-            "scales": np.sqrt(gm.covariances_[order]),
-        },
-        log_evidence=float(gm.score(x)) * x.shape[0],
-        extras={
-            "responsibilities": gm.predict_proba(x)[:, order],
-            "converged": bool(gm.converged_),
-            "n_iter": int(gm.n_iter_),
-        },
-    )
-
-
-def slice_sample(
-    log_density: Any, x0: np.ndarray, width: float = 1.0, max_steps: int = 50
-) -> np.ndarray:
-    """One univariate slice-sampling update of every element of ``x0`` (Neal 2003, stepping out
-    then shrinkage), each element under its own density ``log_density(x)`` (elementwise).
-
-    Draw a level under the density at x0, find an interval around x0 whose ends lie below it,
-    then draw uniformly in the interval, shrinking it towards x0 on each rejection. The update
-    leaves the density invariant, so it can stand in for an exact draw inside Gibbs.
-    """
-    x0 = np.asarray(x0, dtype=float)
-    level = log_density(x0) - np.random.exponential(size=x0.shape)
-    lo = x0 - width * np.random.uniform(size=x0.shape)
-    hi = lo + width
-    for _ in range(max_steps):
-        out = log_density(lo) > level
-        if not out.any():
-            break
-        lo = np.where(out, lo - width, lo)
-    for _ in range(max_steps):
-        out = log_density(hi) > level
-        if not out.any():
-            break
-        hi = np.where(out, hi + width, hi)
-    x, done = x0.copy(), np.zeros(x0.shape, dtype=bool)
-    while not done.all():
-        x1 = np.random.uniform(lo, hi)
-        accept = ~done & (log_density(x1) > level)
-        x = np.where(accept, x1, x)
-        done |= accept
-        lo = np.where(~done & (x1 < x0), x1, lo)
-        hi = np.where(~done & (x1 >= x0), x1, hi)
-    return x
-
-
-def truncated_normal(
-    loc: np.ndarray, sd: np.ndarray, low: np.ndarray, high: np.ndarray
-) -> np.ndarray:
-    """One draw of N(loc, sd^2) restricted to (low, high), elementwise, by inverting its CDF."""
-    a, b = ndtr((low - loc) / sd), ndtr((high - loc) / sd)
-    u = np.random.uniform(size=np.shape(loc))
-    # in the far tail a and b round to the same number: the clip keeps the draw in (low, high)
-    p = np.clip(a + u * (b - a), 1e-300, 1 - 1e-16)
-    return np.clip(loc + sd * ndtri(p), low, high)
-
-
-def gmm_gibbs_sweep(
-    y: np.ndarray,
-    w: np.ndarray,
-    mu: np.ndarray,
-    s: np.ndarray,
-    prior: tuple[float, float, float, float],
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """One Gibbs sweep for the Bayesian 1-D mixture of :func:`gaussian_mixture`, every chain at
-    once (arrays (chains, K); ``y`` (N,)). ``prior`` = (m0, s0, log-scale mean, log-scale sd).
-
-    z_n | .      ~ Categorical(w_k N(y_n | mu_k, s_k^2))        (002 §18.2 responsibilities)
-    w | z        ~ Dirichlet(1 + N_k)                           (Dirichlet-categorical)
-    mu_k | .     ~ N(m_k, v_k) on (mu_{k-1}, mu_{k+1})          (the prior's ordering)
-                   v_k = 1 / (1/s0^2 + N_k/s_k^2), m_k = v_k (m0/s0^2 + sum_{z_n=k} y_n / s_k^2)
-    log s_k | .  ∝ N(log s_k | l0, ls^2) s_k^(-N_k) exp(-S_k / (2 s_k^2)),
-                   S_k = sum_{z_n=k} (y_n - mu_k)^2  (LogNormal prior: not conjugate but
-                   log-concave in log s_k: one slice-sampling step)
-    """
-    m0, s0, l0, ls = prior
-    chains, K = mu.shape
-    log_r = np.log(w / s)[:, None] - 0.5 * ((y[None, :, None] - mu[:, None]) / s[:, None]) ** 2
-    r = np.exp(log_r - log_r.max(-1, keepdims=True))
-    r /= r.sum(-1, keepdims=True)
-    z = (r.cumsum(-1) > np.random.uniform(size=r.shape[:2])[..., None]).argmax(-1)
-    onehot = z[..., None] == np.arange(K)  # (chains, N, K)
-    nk = onehot.sum(1)
-    w = np.stack([np.random.dirichlet(1.0 + n) for n in nk])
-    sum_y = (onehot * y[None, :, None]).sum(1)
-    for k in range(K):  # one coordinate at a time: each mean is bounded by its neighbours
-        prec = 1 / s0**2 + nk[:, k] / s[:, k] ** 2
-        loc = (m0 / s0**2 + sum_y[:, k] / s[:, k] ** 2) / prec
-        low = mu[:, k - 1] if k > 0 else np.full(chains, -np.inf)
-        high = mu[:, k + 1] if k < K - 1 else np.full(chains, np.inf)
-        mu[:, k] = truncated_normal(loc, 1 / np.sqrt(prec), low, high)
-    sq = (onehot * (y[None, :, None] - mu[:, None]) ** 2).sum(1)
-
-    def log_cond(t: np.ndarray) -> np.ndarray:
-        return -0.5 * ((t - l0) / ls) ** 2 - nk * t - 0.5 * sq * np.exp(-2 * t)
-
-    s = np.exp(slice_sample(log_cond, np.log(s)))
-    return z, w, mu, s
+    return zoo.Estimate(values, log_evidence=log_evidence, extras=extras)
 
 
 @gaussian_mixture.reference("gibbs")
@@ -522,24 +310,10 @@ def _(
 ) -> zoo.Draws:
     """Gibbs sampler on the model's own posterior (ordered means, LogNormal spreads: one
     slice-sampling step for each spread); chains start from random data points."""
-    y = y.double().numpy()
     prior = (*LOC_PRIOR, *SCALE_PRIOR)
-    mu = np.sort(np.random.choice(y, size=(num_chains, K)), axis=1)
-    mu += 1e-6 * np.arange(K)  # ties between two starting points would break the ordering
-    s = np.full((num_chains, K), y.std())
-    w = np.full((num_chains, K), 1.0 / K)
-    out = {
-        "weights": np.empty((num_chains, num_samples, K)),
-        "locs": np.empty((num_chains, num_samples, K)),
-        "scales": np.empty((num_chains, num_samples, K)),
-        "z": np.empty((num_chains, num_samples, y.size), dtype=np.int64),
-    }
-    for t in tqdm(range(warmup + num_samples), desc="gibbs", disable=not progress, leave=False):
-        z, w, mu, s = gmm_gibbs_sweep(y, w, mu, s, prior)
-        if t >= warmup:
-            i = t - warmup
-            out["weights"][:, i], out["locs"][:, i], out["scales"][:, i] = w, mu, s
-            out["z"][:, i] = z
+    out = gaussian_mixture_gibbs(
+        y.double().numpy(), K, prior, num_samples, warmup, num_chains, progress
+    )
     return zoo.Draws(out, chains=True)
 
 
@@ -682,81 +456,6 @@ def _(y: torch.Tensor, alpha: float, T: int) -> None:
     pyro.sample("locs", dist.Normal(m, s).to_event(1))
 
 
-def crp_gibbs_sweep(
-    y: np.ndarray,
-    labels: np.ndarray,
-    atoms: list[float],
-    alpha: float,
-    sigma: float,
-    mu0: float,
-    tau0: float,
-) -> tuple[np.ndarray, list[float]]:
-    """One sweep of Neal's (2000) algorithm 2, the seed's DPMM Gibbs sampler (000 §2.3.4).
-
-    Step 1 (L636, conditioning on S_{-i}: the print's "S_{i-1}" is a typo), for each i:
-        P(S_i = c | S_{-i}, theta*) ∝ n_c^{(-i)} N(y_i | theta*_c, sigma^2)      existing c
-        P(S_i = new | S_{-i})       ∝ alpha N(y_i | mu0, sigma^2 + tau0^2)      (∫ K dP0)
-      a new cluster draws its atom from theta | y_i; an emptied cluster is dropped.
-    Step 2 (L640): theta*_c | y ~ N(m_c, v_c), v_c = 1 / (1/tau0^2 + n_c/sigma^2),
-        m_c = v_c (mu0/tau0^2 + sum_{S_i = c} y_i / sigma^2).
-    """
-    atoms_arr = list(atoms)
-    counts = list(np.bincount(labels, minlength=len(atoms_arr)))
-    s2, t2 = sigma**2, tau0**2
-    log_new = np.log(alpha) - 0.5 * np.log(2 * np.pi * (s2 + t2))
-    for i, yi in enumerate(y):
-        c = labels[i]
-        counts[c] -= 1
-        if counts[c] == 0:  # the singleton's cluster goes; later labels shift down
-            del counts[c], atoms_arr[c]
-            labels[labels > c] -= 1
-        th = np.asarray(atoms_arr)
-        logw = np.log(np.asarray(counts, dtype=float)) - 0.5 * (yi - th) ** 2 / s2
-        logw = np.append(
-            logw - 0.5 * np.log(2 * np.pi * s2), log_new - 0.5 * (yi - mu0) ** 2 / (s2 + t2)
-        )
-        p = np.exp(logw - logw.max())
-        c = int(np.searchsorted(np.cumsum(p), np.random.uniform() * p.sum()))
-        if c == len(counts):
-            v = 1 / (1 / t2 + 1 / s2)
-            atoms_arr.append(
-                float(v * (mu0 / t2 + yi / s2) + np.sqrt(v) * np.random.standard_normal())
-            )
-            counts.append(0)
-        counts[c] += 1
-        labels[i] = c
-    n = np.asarray(counts, dtype=float)
-    sums = np.bincount(labels, weights=y, minlength=len(counts))
-    v = 1 / (1 / t2 + n / s2)
-    atoms_arr = list(v * (mu0 / t2 + sums / s2) + np.sqrt(v) * np.random.standard_normal(len(n)))
-    return labels, atoms_arr
-
-
-def crp_to_sticks(
-    labels: np.ndarray, atoms: list[float], alpha: float, T: int, mu0: float, tau0: float
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """A CRP state in the truncated model's coordinates: clusters relabelled by decreasing size,
-    v_k ~ Beta(1 + n_k, alpha + sum_{j>k} n_j) (the sticks' conditional given the labels),
-    atoms of empty components drawn from P0. A state with more than T clusters (rare when
-    E[pi_T] is small) has its smallest ones folded into component T, at their size-weighted
-    mean atom."""
-    counts = np.bincount(labels)
-    rank = np.argsort(-counts, kind="stable")
-    relabel = np.empty_like(rank)
-    relabel[rank] = np.minimum(np.arange(rank.size), T - 1)
-    atoms_sorted = np.asarray(atoms)[rank]
-    if rank.size > T:
-        tail = counts[rank][T - 1 :]
-        atoms_sorted[T - 1] = (tail * atoms_sorted[T - 1 :]).sum() / tail.sum()
-        atoms_sorted = atoms_sorted[:T]
-    n = np.bincount(relabel[labels], minlength=T).astype(float)
-    after = n[::-1].cumsum()[::-1]  # sum_{j >= k} n_j
-    v = np.random.beta(1 + n[:-1], alpha + after[1:])
-    locs = mu0 + tau0 * np.random.standard_normal(T)
-    locs[: atoms_sorted.size] = atoms_sorted
-    return v, locs, relabel[labels]
-
-
 @dirichlet_process_mixture.reference("gibbs")
 def _(
     y: torch.Tensor,
@@ -778,27 +477,9 @@ def _(
     long warmup."""
     if not alpha > 0:
         raise zoo.ZooError(f"alpha must be positive, got {alpha!r}")
-    ys = y.double().numpy()
-    n = ys.size
-    out: dict[str, np.ndarray] = {
-        "v": np.empty((num_chains, num_samples, T - 1)),
-        "locs": np.empty((num_chains, num_samples, T)),
-        "z": np.empty((num_chains, num_samples, n), dtype=np.int64),
-    }
-    clusters = np.empty((num_chains, num_samples), dtype=np.int64)
-    steps = range(num_chains * (warmup + num_samples))
-    bar = tqdm(steps, desc="gibbs", disable=not progress, leave=False)
-    for chain in range(num_chains):
-        labels, atoms = np.zeros(n, dtype=np.int64), [float(ys.mean())]
-        for t in range(warmup + num_samples):
-            labels, atoms = crp_gibbs_sweep(ys, labels, atoms, alpha, sigma, mu0, tau0)
-            bar.update()
-            if t >= warmup:
-                i = t - warmup
-                v, locs, z = crp_to_sticks(labels, atoms, alpha, T, mu0, tau0)
-                out["v"][chain, i], out["locs"][chain, i], out["z"][chain, i] = v, locs, z
-                clusters[chain, i] = len(atoms)
-    bar.close()
+    out, clusters = crp_gibbs(
+        y.double().numpy(), alpha, T, sigma, mu0, tau0, num_samples, warmup, num_chains, progress
+    )
     weights = stick_breaking(torch.as_tensor(out["v"]))
     out["weights"] = weights.numpy()
     out.update({k: v.numpy() for k, v in ranked(weights, torch.as_tensor(out["locs"])).items()})
@@ -852,23 +533,19 @@ def _(
         raise zoo.ZooError(f"T must be an integer with 2 <= T <= N = {y.shape[0]}, got {T!r}")
     if not (sigma > 0 and tau0 > 0):
         raise zoo.ZooError(f"sigma and tau0 must be positive, got {sigma!r} and {tau0!r}")
-    check_n_init(n_init)
     x = y.double().numpy()[:, None]
-    bgm = scikit_learn("mixture").BayesianGaussianMixture(
-        n_components=T,
-        covariance_type="spherical",
-        weight_concentration_prior_type="dirichlet_process",
-        weight_concentration_prior=float(alpha),
-        mean_prior=[float(mu0)],
-        mean_precision_prior=float(sigma / tau0) ** 2,
-        covariance_prior=float(spread_dof * sigma**2),
-        degrees_of_freedom_prior=float(spread_dof),
+    bgm = sklearn_peer.dp_gaussian_mixture(
+        x,
+        T,
+        alpha=alpha,
+        sigma=sigma,
+        mu0=mu0,
+        tau0=tau0,
         n_init=n_init,
         max_iter=max_iter,
         tol=tol,
-        random_state=peer_random_state(),
+        spread_dof=spread_dof,
     )
-    bgm.fit(x)
     a, b = bgm.weight_concentration_
     f64 = dict(dtype=torch.float64)
     n = torch.Size([num_samples])

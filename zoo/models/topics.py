@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 import numpy as np
@@ -11,10 +10,11 @@ import pyro.distributions as dist
 import torch
 from pyro.distributions import constraints
 from pyro.ops.indexing import Vindex
-from scipy.special import digamma, gammaln
-from tqdm.auto import tqdm
 
 import zoo
+from inference.algorithms.cavi import lda_cavi_steps, lda_responsibilities
+from inference.algorithms.gibbs import lda_collapsed_gibbs
+from inference.peers import sklearn as sklearn_peer
 
 # Known topics of the synthetic corpus: topic k puts 0.22 on each of words 4k..4k+3 (0.88 in
 # all) and 0.015 on each of the other eight words.
@@ -195,81 +195,6 @@ class TopicAssignment(dist.Categorical):
         return (self.probs * k**2).sum(-1) - self.mean**2
 
 
-def dirichlet_expected_log(conc: np.ndarray) -> np.ndarray:
-    """E[log x] under Dirichlet(conc) (last axis): digamma(conc) - digamma(sum conc)."""
-    return digamma(conc) - digamma(conc.sum(-1, keepdims=True))
-
-
-def lda_elbo(
-    words: np.ndarray,
-    alpha: float,
-    eta: float,
-    lam: np.ndarray,
-    gamma: np.ndarray,
-    resp: np.ndarray,
-) -> float:
-    """The mean-field ELBO of LDA in closed form (seed 001 eq 130, terms 123–129):
-    E[log p(phi)] + E[log p(theta)] + E[log p(z | theta)] + E[log p(w | z, phi)]
-    - E[log q(phi)] - E[log q(theta)] - E[log q(z)], with E[log x] from
-    :func:`dirichlet_expected_log`. ``resp`` (D, N, K) are q(z_dn)'s probabilities."""
-    K, V = lam.shape
-    e_log_phi, e_log_theta = dirichlet_expected_log(lam), dirichlet_expected_log(gamma)
-
-    def dirichlet_terms(conc: np.ndarray, prior: float, e_log: np.ndarray) -> float:
-        # E_q[log Dir(x | prior)] - E_q[log Dir(x | conc)], summed over rows
-        n = conc.shape[-1]
-        e_prior = gammaln(n * prior) - n * gammaln(prior) + ((prior - 1) * e_log).sum(-1)
-        e_q = gammaln(conc.sum(-1)) - gammaln(conc).sum(-1) + ((conc - 1) * e_log).sum(-1)
-        return float((e_prior - e_q).sum())
-
-    word_term = (resp * e_log_phi.T[words]).sum()  # e_log_phi.T[w_dn] is (D, N, K)
-    topic_term = (resp * e_log_theta[:, None, :]).sum()
-    entropy = -(resp * np.log(np.clip(resp, 1e-300, None))).sum()
-    return float(
-        dirichlet_terms(lam, eta, e_log_phi)
-        + dirichlet_terms(gamma, alpha, e_log_theta)
-        + word_term
-        + topic_term
-        + entropy
-    )
-
-
-def lda_cavi_steps(
-    words: np.ndarray,
-    K: int,
-    V: int,
-    alpha: float,
-    eta: float,
-    lam: np.ndarray,
-    max_iter: int,
-    tol: float,
-    progress: bool = False,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[float]]:
-    """Coordinate ascent for LDA (seed 001 §2.5.1, eqs 113, 117, 118):
-
-        q(z_dn = k) ∝ exp(E[log theta_dk] + E[log phi_{k, w_dn}])              (113)
-        gamma_d     = alpha + sum_n q(z_dn)                                      (117)
-        lambda_kv   = eta + sum_{d,n} q(z_dn = k) 1[w_dn = v]                    (118)
-
-    Each update maximises the ELBO in its block, so the ELBO never decreases."""
-    D, N = words.shape
-    gamma = np.full((D, K), alpha + N / K)
-    trace: list[float] = []
-    resp = np.full((D, N, K), 1.0 / K)
-    for _ in tqdm(range(max_iter), desc="cavi", disable=not progress, leave=False):
-        log_r = dirichlet_expected_log(gamma)[:, None, :] + dirichlet_expected_log(lam).T[words]
-        resp = np.exp(log_r - log_r.max(-1, keepdims=True))
-        resp /= resp.sum(-1, keepdims=True)
-        gamma = alpha + resp.sum(1)
-        counts = np.zeros((K, V))
-        np.add.at(counts.T, words.ravel(), resp.reshape(-1, K))
-        lam = eta + counts
-        trace.append(lda_elbo(words, alpha, eta, lam, gamma, resp))
-        if len(trace) > 1 and abs(trace[-1] - trace[-2]) < tol * abs(trace[-1]):
-            break
-    return lam, gamma, resp, trace
-
-
 @lda.reference("cavi")
 def _(
     words: torch.Tensor,
@@ -304,39 +229,6 @@ def _(
     )
 
 
-def collapsed_gibbs_sweep(
-    words: np.ndarray,
-    z: np.ndarray,
-    n_dk: np.ndarray,
-    n_kw: np.ndarray,
-    n_k: np.ndarray,
-    alpha: float,
-    eta: float,
-) -> None:
-    """One sweep of collapsed Gibbs for LDA, in place (Griffiths & Steyvers 2004): theta and phi
-    integrated out (Dirichlet-multinomial conjugacy, 002 L3007), each token's topic drawn from
-
-        P(z_dn = k | z_-dn, w) ∝ (n_dk^-dn + alpha) (n_{k,w_dn}^-dn + eta) / (n_k^-dn + V eta)
-
-    with the counts n_dk (document-topic), n_kw (topic-word), n_k (topic) leaving token dn out."""
-    D, N = words.shape
-    V = n_kw.shape[1]
-    u = np.random.uniform(size=(D, N))
-    for d in range(D):
-        for n in range(N):
-            w, k = words[d, n], z[d, n]
-            n_dk[d, k] -= 1
-            n_kw[k, w] -= 1
-            n_k[k] -= 1
-            p = (n_dk[d] + alpha) * (n_kw[:, w] + eta) / (n_k + V * eta)
-            c = np.cumsum(p)
-            k = min(int(np.searchsorted(c, u[d, n] * c[-1])), len(c) - 1)
-            z[d, n] = k
-            n_dk[d, k] += 1
-            n_kw[k, w] += 1
-            n_k[k] += 1
-
-
 @lda.reference("gibbs")
 def _(
     words: torch.Tensor,
@@ -353,33 +245,9 @@ def _(
     """Collapsed Gibbs on the topic assignments; theta and phi drawn from their Dirichlet
     conditionals given each state, topics ordered by their most probable word."""
     check_corpus(words, K, V)
-    w = words.numpy()
-    D, N = w.shape
-    out = {
-        "phi": np.empty((num_chains, num_samples, K, V)),
-        "theta": np.empty((num_chains, num_samples, D, K)),
-        "z": np.empty((num_chains, num_samples, N, D), dtype=np.int64),
-    }
-    bar = tqdm(total=num_chains * (warmup + num_samples), desc="gibbs", disable=not progress)
-    for chain in range(num_chains):
-        z = np.random.randint(K, size=(D, N))
-        n_dk = np.stack([np.bincount(row, minlength=K) for row in z])
-        n_kw = np.zeros((K, V), dtype=np.int64)
-        np.add.at(n_kw, (z.ravel(), w.ravel()), 1)
-        n_k = n_kw.sum(1)
-        for t in range(warmup + num_samples):
-            collapsed_gibbs_sweep(w, z, n_dk, n_kw, n_k, alpha, eta)
-            bar.update()
-            if t < warmup:
-                continue
-            phi = np.stack([np.random.dirichlet(eta + row) for row in n_kw])
-            theta = np.stack([np.random.dirichlet(alpha + row) for row in n_dk])
-            order = relabel_topics(phi)
-            rank = np.argsort(order)
-            i = t - warmup
-            out["phi"][chain, i], out["theta"][chain, i] = phi[order], theta[:, order]
-            out["z"][chain, i] = rank[z].T
-    bar.close()
+    out = lda_collapsed_gibbs(
+        words.numpy(), K, V, alpha, eta, num_samples, warmup, num_chains, relabel_topics, progress
+    )
     return zoo.Draws(out, chains=True)
 
 
@@ -413,33 +281,23 @@ def _(
     them; "scores": every start's bound.
     """
     check_corpus(words, K, V)
-    if isinstance(n_init, bool) or not (isinstance(n_init, int) and n_init >= 1):
-        raise zoo.ZooError(f"n_init must be a positive integer, got {n_init!r}")
     w = words.numpy()
     counts = np.stack([np.bincount(row, minlength=V) for row in w])  # (D, V) bag of words
-    decomposition = importlib.import_module("sklearn.decomposition")  # only when the peer runs
-    fits = []
-    for _ in range(n_init):
-        peer = decomposition.LatentDirichletAllocation(
-            n_components=K,
-            doc_topic_prior=float(alpha),
-            topic_word_prior=float(eta),
-            learning_method="batch",
-            max_iter=max_iter,
-            evaluate_every=10,
-            perp_tol=perp_tol,
-            mean_change_tol=mean_change_tol,
-            max_doc_update_iter=1000,
-            random_state=int(np.random.randint(2**31 - 1)),  # numpy's stream, seeded by the run
-        ).fit(counts)
-        fits.append((float(peer.score(counts)), peer))
+    fits = sklearn_peer.lda(
+        counts,
+        K,
+        alpha=alpha,
+        eta=eta,
+        n_init=n_init,
+        max_iter=max_iter,
+        perp_tol=perp_tol,
+        mean_change_tol=mean_change_tol,
+    )
     score, peer = max(fits, key=lambda f: f[0])
     order = relabel_topics(peer.components_)
     lam = peer.components_[order]
     gamma = peer.transform(counts, normalize=False)[:, order]
-    log_r = dirichlet_expected_log(gamma)[:, None, :] + dirichlet_expected_log(lam).T[w]
-    resp = np.exp(log_r - log_r.max(-1, keepdims=True))
-    resp /= resp.sum(-1, keepdims=True)
+    resp = lda_responsibilities(w, lam, gamma)
     f64 = dict(dtype=torch.float64)
     return zoo.Factors(
         {
