@@ -5,20 +5,18 @@ making a report never opens a window or disturbs a user's interactive session.
 
 Every figure reads only the Run contract: posterior draws from ``run.idata.posterior``, the ELBO
 trace from ``traces["elbo"]``, an EM trace from ``traces["log_likelihood"]`` and MCMC
-chains from runs whose InferenceData has ``sample_stats``. The one exception is the posterior
-predictive check, which replays draws through the model itself (looked up in the registry by
-name). :func:`page_extras` adds the forest plot, that check, the LOO/WAIC table (ArviZ, from the
+chains from runs whose InferenceData has ``sample_stats``, and the posterior predictive check
+from its ``posterior_predictive`` group (drawn when the run was made): no figure runs a model.
+:func:`page_extras` adds the forest plot, that check, the LOO/WAIC table (ArviZ, from the
 runs' pointwise log-likelihood) and the generative story rendered by matplotlib's mathtext.
 """
 
 from __future__ import annotations
 
 import base64
-import importlib
 import io
 import re
 import struct
-import time
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -27,8 +25,6 @@ from typing import TYPE_CHECKING, Any
 import matplotlib
 import numpy as np
 import pandas as pd
-import pyro.distributions as dist
-import torch
 from matplotlib import mathtext
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -36,15 +32,12 @@ from matplotlib.font_manager import FontProperties
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import MaxNLocator
-from pyro.poutine.util import site_is_subsample
 from scipy import stats
 from scipy.optimize import linear_sum_assignment
 
 from inference.arviz_io import _quiet, arviz, to_inference_data
-from inference.replay import replay_one
+from inference.predictive import DISCRETE
 from inference.results import Comparison, Density, GroundTruth, Run
-from inference.runtime import seeded
-from inference.structure import trace_model
 
 if TYPE_CHECKING:
     import xarray as xr
@@ -1037,10 +1030,7 @@ def forest_figure(cmp: Comparison, colors: Mapping[str, str]) -> FigureImage | N
 
 
 # --------------------------------------------------------------------------- predictive check
-MAX_PPC_DRAWS = 50  # posterior draws replayed through the model
 MAX_PPC_SITES = 3  # observed sites shown
-MAX_PPC_VALUES = 200_000  # observed values above which the check is left out (its cost)
-PPC_BUDGET_S = 20.0  # the replay stops (and the check is left out) after this many seconds
 PPC_CATEGORIES = 12  # a discrete site with at most this many values: bars, else a histogram
 
 
@@ -1078,99 +1068,34 @@ def ppc_engine(cmp: Comparison) -> str | None:
     return None
 
 
-def _registered_model(name: str) -> Any:
-    """The registered entry of a model (None for a comparison of an unregistered one); looked up
-    at call time, as the registry imports the reports."""
-    try:
-        return importlib.import_module("zoo").get_model(name)
-    except ValueError:
+def replicates_of(run: Run) -> list[Replicates] | None:
+    """The run's replicated data sets (its InferenceData's ``posterior_predictive``, made by
+    :mod:`inference.predictive`) beside the observed values; None where the run has none.
+    Observed sites named ``x_0 .. x_T`` (one per step of a sequence) are pooled into one; at
+    most ``MAX_PPC_SITES`` groups are kept."""
+    if run.idata is None or "posterior_predictive" not in run.idata.groups():
         return None
-
-
-def replicate(
-    model: Any,
-    data: Mapping[str, Any],
-    run: Run,
-    *,
-    draws: int = MAX_PPC_DRAWS,
-    seed: int = 0,
-    budget_s: float = PPC_BUDGET_S,
-) -> list[Replicates] | None:
-    """Replicated data sets from ``draws`` posterior draws of ``run`` (evenly spaced over its
-    chains): the model run with its latent sites fixed to a draw, each observed site sampled
-    from its distribution there. Latent sites the run has no draws of are drawn from the model
-    (discrete sites an engine summed out); None where the check cannot be made: a continuous
-    latent site without draws (amortised guides), minibatched plates, non-numeric or very large
-    data, or a replay slower than ``budget_s``. Observed sites named ``x_0 .. x_T`` (one per
-    step of a sequence) are pooled into one; at most ``MAX_PPC_SITES`` groups are kept."""
-    post = posterior_of(run)
-    if post is None:
+    pred = run.idata.posterior_predictive
+    held = run.idata.observed_data if "observed_data" in run.idata.groups() else {}
+    names = [n for n in pred.data_vars if n in held]
+    if not names:
         return None
-    first = trace_model(model, data)
-    latent, observed = {}, {}
-    for name, site in first.nodes.items():
-        if site["type"] != "sample":
-            continue
-        if site_is_subsample(site):
-            if int(site["value"].numel()) < int(getattr(site["fn"], "size", 0)):
-                return None  # a plate drawing minibatches: each draw sees other data
-            continue
-        if site["is_observed"]:
-            if site["infer"].get("_deterministic") or isinstance(site["fn"], dist.Delta):
-                continue
-            if isinstance(site["fn"], dist.Unit):
-                continue
-            observed[name] = site
-        else:
-            latent[name] = site
-    if not observed:
-        return None
-    for site in observed.values():
-        v = site["value"]
-        if not isinstance(v, torch.Tensor) or v.dtype.is_complex:
-            return None
-    if sum(int(s["value"].numel()) for s in observed.values()) > MAX_PPC_VALUES:
-        return None
-    fixed = [n for n in latent if n in post]
-    missing = [n for n in latent if n not in post and not latent[n]["fn"].support.is_discrete]
-    if missing:
-        return None
-    total = post.sizes["chain"] * post.sizes["draw"]
-    picks = np.unique(np.linspace(0, total - 1, min(draws, total)).round().astype(int))
-    values = {
-        n: np.asarray(post[n].values).reshape(total, *post[n].shape[2:])[picks] for n in fixed
-    }
-    start = time.perf_counter()
     groups: dict[str, list[str]] = {}  # sites x_0 .. x_T (one per step): one group, pooled
-    for n in observed:
+    for n in names:
         groups.setdefault(re.sub(r"_?\d+$", "", n) or n, []).append(n)
-    groups = dict(list(groups.items())[:MAX_PPC_SITES])
-    reps: dict[str, list[np.ndarray]] = {n: [] for names in groups.values() for n in names}
-    with seeded(seed):
-        for k in range(len(picks)):
-            given = {n: torch.as_tensor(values[n][k]).to(latent[n]["value"].dtype) for n in fixed}
-            trace = replay_one(model, data, given)
-            for n in reps:
-                site = trace.nodes[n]
-                y = site["fn"].sample().detach()
-                if y.shape != site["value"].shape:
-                    y = y.expand(site["value"].shape)
-                reps[n].append(y.cpu().numpy().astype(float))
-            if time.perf_counter() - start > budget_s:
-                return None
     out = []
-    for names in groups.values():
-        obs = [observed[n]["value"].detach().cpu().numpy().astype(float) for n in names]
-        rep = [np.stack(reps[n]) for n in names]
-        if len(names) > 1:
+    for group in list(groups.values())[:MAX_PPC_SITES]:
+        obs = [np.asarray(held[n].values, dtype=float) for n in group]
+        rep = [np.asarray(pred[n].values[0], dtype=float) for n in group]
+        if len(group) > 1:
             obs = [np.concatenate([o.ravel() for o in obs])]
             rep = [np.concatenate([r.reshape(len(r), -1) for r in rep], axis=1)]
         out.append(
             Replicates(
-                site=names[0] if len(names) == 1 else f"{names[0]} .. {names[-1]}",
+                site=group[0] if len(group) == 1 else f"{group[0]} .. {group[-1]}",
                 observed=obs[0],
                 replicated=rep[0],
-                discrete=all(bool(observed[n]["fn"].support.is_discrete) for n in names),
+                discrete=all(bool(pred[n].attrs.get(DISCRETE, 0)) for n in group),
             )
         )
     return out
@@ -1264,20 +1189,13 @@ def _ppc_panel(ax: Any, rep: Replicates, color: str) -> None:
 
 def ppc_figure(cmp: Comparison, colors: Mapping[str, str]) -> FigureImage | None:
     """Posterior predictive check: the data's distribution against data sets replicated from
-    the best run's posterior draws (``exact``, else ``nuts``, else MCMC); None where the model
-    cannot be replayed (see :func:`replicate`)."""
+    the best run's posterior draws (``exact``, else ``nuts``, else MCMC); None where that run
+    has no posterior-predictive draws (see :func:`inference.predictive.replicate`)."""
     engine = ppc_engine(cmp)
-    entry = _registered_model(cmp.model.name) if engine else None
-    if entry is None:
+    if engine is None:
         return None
     run = cmp.runs[engine]
-    data = {**cmp.data, **run.model_data}
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            reps = replicate(entry.model, data, run, seed=cmp.seed)
-    except Exception:  # noqa: BLE001 - a model that cannot be replayed gets no check
-        return None
+    reps = replicates_of(run)
     if not reps:
         return None
     color = colors.get(engine, _PALETTE[0])

@@ -20,8 +20,10 @@ from seeding import shifted
 
 import reports
 import zoo
+from inference import predictive
 from inference.arviz_io import arviz
 from reports import figures as F
+from zoo.api import execute, prepare
 from zoo.registry import isolated
 
 
@@ -80,18 +82,18 @@ def test_forest_caps_its_rows_and_names_the_rest(cmp: zoo.Comparison) -> None:
 
 
 # --------------------------------------------------------------------------- predictive check
-def test_ppc_replays_the_exact_posterior_through_the_model(cmp: zoo.Comparison) -> None:
+def test_ppc_reads_the_exact_posteriors_predictive_draws(cmp: zoo.Comparison) -> None:
     assert F.ppc_engine(cmp) == "exact"
-    entry = zoo.get_model("bayesian_linear_regression")
-    reps = F.replicate(entry.model, cmp.data, cmp.runs["exact"], draws=30)
-    (rep,) = reps
+    run = cmp.runs["exact"]
+    assert "posterior_predictive" in run.idata.groups()  # drawn when the run was made
+    (rep,) = F.replicates_of(run)
     y = cmp.data["y"].numpy()
     assert rep.site == "y" and not rep.discrete
     assert np.allclose(rep.observed, y)
-    assert rep.replicated.shape == (30, len(y))
+    assert rep.replicated.shape == (predictive.MAX_DRAWS, len(y))
     # every replicate is y_rep = X beta + N(0, sigma^2) noise at one posterior draw: residuals
     # from the exact posterior mean have sd sigma * sqrt(1 + ~p/N) = 1.02 sigma (p = 2 weights,
-    # N = 50); the sd of 1500 residuals is within 0.25 of that by > 10 Monte-Carlo sds (0.02)
+    # N = 50); the sd of 2500 residuals is within 0.25 of that by > 10 Monte-Carlo sds (0.02)
     X, sigma = cmp.data["X"].numpy(), cmp.data["sigma"]
     resid = rep.replicated - X @ cmp.truth.mean["beta"]
     assert abs(resid.std() / sigma - 1) < 0.25
@@ -99,6 +101,20 @@ def test_ppc_replays_the_exact_posterior_through_the_model(cmp: zoo.Comparison) 
     assert set(p) == {"mean", "sd"} and all(0 <= v <= 1 for v in p.values())
     figure = F.ppc_figure(cmp, F.engine_colors(cmp.runs))
     assert figure.kind == "ppc" and decode(figure.png).shape[0] > 0
+
+
+def test_predictive_draws_are_their_own_stream(cmp: zoo.Comparison) -> None:
+    """The draws come after the engine, from a stream of their own: the posterior is the same
+    with or without them, and they are the same for the same seed."""
+    bare = execute(prepare("bayesian_linear_regression", "exact", progress=False), predictive=False)
+    assert "posterior_predictive" not in bare.idata.groups()
+    run = cmp.runs["exact"]
+    assert np.array_equal(bare.idata.posterior["beta"].values, run.idata.posterior["beta"].values)
+    entry = zoo.get_model("bayesian_linear_regression")
+    again = predictive.with_predictive(bare, entry.model, bare.data, seed=0)
+    assert np.array_equal(
+        again.idata.posterior_predictive["y"].values, run.idata.posterior_predictive["y"].values
+    )
 
 
 def test_ppc_prefers_a_reliable_run(cmp: zoo.Comparison) -> None:
@@ -125,35 +141,31 @@ def test_ppc_p_values_count_replicates_at_or_above_the_data() -> None:
 
 def test_ppc_left_out_where_the_model_cannot_be_replayed(cmp: zoo.Comparison) -> None:
     entry = zoo.get_model("bayesian_linear_regression")
-    run = cmp.runs["exact"]
-    no_beta = dataclasses.replace(
-        run, idata=arviz().from_dict(posterior={"other": np.zeros((1, 5))})
-    )
-    assert F.replicate(entry.model, cmp.data, no_beta) is None  # a latent with no draws
+    replicate = predictive.replicate
+    assert replicate(entry.model, cmp.data, {"other": np.zeros((1, 5))}) is None  # no beta
 
     def model(y: torch.Tensor, batch: int | None = None) -> None:
         mu = pyro.sample("mu", dist.Normal(0.0, 1.0))
         with pyro.plate("data", len(y), subsample_size=batch) as idx:
             pyro.sample("y", dist.Normal(mu, 1.0), obs=y[idx])
 
+    mu = {"mu": np.linspace(-1, 1, 10)[None]}
+    y = torch.arange(20.0)
+    assert replicate(model, {"y": y}, mu).replicated["y"].shape == (10, 20)
+    assert replicate(model, {"y": y, "batch": 4}, mu) is None  # minibatches
+    assert replicate(model, {"y": y}, {"mu": np.zeros((1, 1))}) is None  # one draw
+    run = cmp.runs["exact"]
     draws = dataclasses.replace(
         run, idata=arviz().from_dict(posterior={"mu": np.linspace(-1, 1, 10)[None]})
     )
-    y = torch.arange(20.0)
-    assert F.replicate(model, {"y": y}, draws)[0].replicated.shape == (10, 20)
-    assert F.replicate(model, {"y": y, "batch": 4}, draws) is None  # minibatches
-    with isolated():
-        zoo.register("minibatched", model=model, data={"y": y, "batch": 4})
-        small = dataclasses.replace(
-            cmp,
-            model=zoo.get_model("minibatched").info(),
-            runs={"exact": draws},
-            data={"y": y, "batch": 4},
-        )
-        assert F.ppc_engine(small) == "exact"
-        assert F.ppc_figure(small, F.engine_colors(small.runs)) is None
+    minibatched = predictive.with_predictive(draws, model, {"y": y, "batch": 4}, seed=0)
+    assert "posterior_predictive" not in minibatched.idata.groups()
+    small = dataclasses.replace(cmp, runs={"exact": minibatched})
+    assert F.ppc_engine(small) == "exact"
+    assert F.ppc_figure(small, F.engine_colors(small.runs)) is None
+    # a model the registry does not know still gets its check: the page needs only the runs
     unregistered = dataclasses.replace(cmp, model=dataclasses.replace(cmp.model, name="nowhere"))
-    assert F.ppc_figure(unregistered, F.engine_colors(cmp.runs)) is None
+    assert F.ppc_figure(unregistered, F.engine_colors(cmp.runs)) is not None
 
 
 @pytest.mark.parametrize(

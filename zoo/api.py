@@ -23,6 +23,7 @@ from inference import (
     inspect_model,
 )
 from inference.accuracy import comparison_table
+from inference.predictive import with_predictive
 from inference.results import one_line
 from inference.runtime import interactive, seeded, threads
 
@@ -83,10 +84,11 @@ def prepare(
     return Prepared(entry, engine, checked, opts, seed, bool(progress), data is None)
 
 
-def execute(p: Prepared) -> Run:
+def execute(p: Prepared, *, predictive: bool = True) -> Run:
     """Run a prepared request: seeded from its seed, one torch thread, timed. Numerical
     failures give a failed Run, never an exception; the caller's random state is restored.
-    The Run returned is built here with what was run (model, engine, options, seed, data)."""
+    The Run returned is built here with what was run (model, engine, options, seed, data) and,
+    with ``predictive``, posterior-predictive draws (after the timing: an extra of the run)."""
     entry, spec = p.entry, p.entry.engine_spec(p.engine)
     pyro.clear_param_store()
     start = time.perf_counter()
@@ -116,6 +118,10 @@ def execute(p: Prepared) -> Run:
                 extras={"traceback": traceback.format_exc()},
             )
     wall = time.perf_counter() - start
+    if predictive:
+        with threads(1):
+            model_data = {**p.data, **result.model_data}
+            result = with_predictive(result, entry.model, model_data, seed=p.seed)
     return dataclasses.replace(
         result,
         engine=p.engine,

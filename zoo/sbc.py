@@ -248,7 +248,7 @@ def _run_rep(task: _Task, entry: ModelEntry | None = None) -> _Outcome:
             )
         except ZooError as e:
             return failed(f"simulated data rejected: {e}")
-        run = api.execute(prepared)
+        run = api.execute(prepared, predictive=False)
     return _ranked(task, run, truth, start)
 
 
