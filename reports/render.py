@@ -27,7 +27,8 @@ from inference.engines import GENERIC_ENGINES
 from inference.results import Comparison, Run
 from inference.serialize import dumps, frame_records, run_record
 
-from .figures import FigureImage, model_figures, page_extras
+from .extras import page_extras
+from .figures import FigureImage
 from .findings import (
     ELBO_RISE,
     ELBO_WINDOW,
@@ -50,6 +51,7 @@ from .findings import (
     worst_error,
     zoo_findings,
 )
+from .model_figures import model_figures
 
 ERROR_GOOD = 0.25  # |mean - truth| / truth_sd below this: green in the tables
 ERROR_BAD = 1.0  # at or above this: red

@@ -547,7 +547,7 @@ def test_decoded_paths_figure_shows_each_engines_states() -> None:
     """hmm's page draws the hidden states per engine: a point estimate's share of draws in each
     state is its decoded path (forward_backward's and hmmlearn's Viterbi paths, each equal to
     the Viterbi path recomputed here), and the figure is on the page."""
-    from reports.figures import state_shares
+    from reports.model_figures import state_shares
     from zoo.models.sequential import _symbols, viterbi
 
     cmp = zoo.compare("hmm", ["forward_backward", "hmmlearn"], progress=False)
