@@ -26,8 +26,9 @@ test: $(STAMP)
 test-slow: $(STAMP)
 	$(PY) -m pytest -n 2 -m slow
 
+# lint-imports: the layering contracts of pyproject.toml ([tool.importlinter])
 lint: $(STAMP)
-	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
+	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check . && $(VENV)/bin/lint-imports
 
 # Simulation-based calibration of nuts, chees and svi on every model with continuous parameters:
 # SBC_OUT/sbc.html links a page per model and engine (hours on two cores: see the README).

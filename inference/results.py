@@ -73,8 +73,10 @@ class Run:
     (``zoo.run``) sets them when it builds the Run it returns.
 
     What came out: ``idata`` is an ``arviz.InferenceData`` whose ``posterior`` group is named by
-    latent sites; ``summary`` is indexed like ``arviz.summary``; ``diagnostics`` holds numbers
-    (always ``wall_time_s``); ``traces`` the named per-iteration traces (``elbo``,
+    latent sites (and, for a run of posterior draws made by ``zoo.run``, whose
+    ``posterior_predictive`` group holds data sets replicated from some of them:
+    :mod:`inference.predictive`); ``summary`` is indexed like ``arviz.summary``; ``diagnostics``
+    holds numbers (always ``wall_time_s``); ``traces`` the named per-iteration traces (``elbo``,
     ``log_likelihood``). ``kind`` says what the posterior group holds and ``conditional_on``
     which sites were held fixed; ``closed_form`` that the run was given as distributions (exact
     posterior, CAVI factors, a Laplace approximation), so its summary holds their exact moments,

@@ -17,6 +17,8 @@ import pandas as pd
 
 from inference.results import GroundTruth, Run
 
+from .status import Assessment, assess, explain_failure, is_finite, weighed_against
+
 MEAN_TOL = 0.1  # posterior sd: smaller mean errors are never reported as errors
 SD_TOL = 0.05  # relative: smaller sd errors are never reported as errors
 # An engine without Monte-Carlo noise (a closed-form approximation: CAVI, Laplace) is held to
@@ -38,108 +40,6 @@ MODEL_SCORES = {
     "cluster_accuracy": "clustering accuracy",
     "heldout_cluster_accuracy": "held-out clustering accuracy",
 }
-
-
-# ---------------------------------------------------------------- honest statuses
-# A run is ``ok`` in a report only when its own diagnostics say its numbers can be used; any
-# one of these makes it ``unreliable`` (the reason in words beside it). They are the one place
-# the report decides a status (an engine may already have set ``unreliable`` itself: importance
-# weights, ``inference.importance``; a report never upgrades a status).
-MAX_R_HAT = 1.01  # rank-normalised split R-hat (Vehtari et al. 2021): above, the chains disagree
-MIN_ESS = 100.0  # bulk ESS of the worst parameter (and the importance weights' ESS): below, the
-# Monte-Carlo error of a mean is above 0.1 posterior sd and R-hat itself is unreliable
-MAX_DIVERGENCES = 0  # any divergent transition: the sampler may miss part of the posterior
-MAX_PARETO_K = 0.7  # PSIS k-hat of importance weights (a guide's, or importance sampling's)
-ELBO_WINDOW = 0.1  # the ELBO's last 10% of steps are compared with the 10% before them
-ELBO_MIN_WINDOW = 5  # steps in a window: shorter traces are not judged
-ELBO_RISE = 0.01  # still rising by more than 1% of its rise over the whole run ...
-ELBO_NOISE_Z = 3.0  # ... and by more than 3 standard errors of the windows' means: unconverged
-
-
-@dataclass(frozen=True)
-class Assessment:
-    """A run's status in a report: ``ok``, ``unreliable`` or ``failed``; ``reasons`` in words
-    (the engine's own caveat first) and ``flags``, short codes of the failed checks (``r_hat``,
-    ``ess``, ``divergences``, ``pareto_k``, ``elbo``, ``caveat``)."""
-
-    status: str
-    reasons: tuple[str, ...] = ()
-    flags: tuple[str, ...] = ()
-
-    @property
-    def caveat(self) -> str | None:
-        return "; ".join(self.reasons) or None
-
-
-def elbo_rise(trace: Sequence[float]) -> tuple[float, float, float] | None:
-    """``(rise, total, se)`` of an ELBO trace: the mean of its last :data:`ELBO_WINDOW` of steps
-    minus the mean of the window before, the rise of the last window over the first, and the
-    standard error of ``rise`` from the windows' spread; None for a trace too short to judge."""
-    y = np.asarray([v for v in trace if _finite(v)], dtype=float)
-    w = int(len(y) * ELBO_WINDOW)
-    if w < ELBO_MIN_WINDOW:
-        return None
-    last, before, first = y[-w:], y[-2 * w : -w], y[:w]
-    se = math.sqrt((last.var(ddof=1) + before.var(ddof=1)) / w)
-    return float(last.mean() - before.mean()), float(last.mean() - first.mean()), se
-
-
-def assess(run: Run) -> Assessment:
-    """The status a report shows for ``run``: the checks of :data:`MAX_R_HAT`,
-    :data:`MIN_ESS`, :data:`MAX_DIVERGENCES`, :data:`MAX_PARETO_K` and the ELBO's convergence
-    (:func:`elbo_rise`) on the diagnostics the run has; a run without any is ``ok``."""
-    if not run.ok:
-        return Assessment("failed", (str(run.error or "failed"),), ("failed",))
-    d = run.diagnostics
-    reasons: list[str] = []
-    flags: list[str] = []
-    if run.status == "unreliable":
-        reasons.append(str(run.caveat or "the engine marked its numbers unreliable"))
-        flags.append("caveat")
-    rhat = d.get("max_r_hat")
-    if _finite(rhat) and float(rhat) > MAX_R_HAT:
-        # three decimals near the bound: 1.0105 read "1.01 > 1.01"
-        shown = f"{float(rhat):.3f}" if float(rhat) < 1.1 else f"{float(rhat):.2f}"
-        reasons.append(f"R\u0302 {shown} > {MAX_R_HAT}: the chains disagree")
-        flags.append("r_hat")
-    ess = d.get("min_ess_bulk")
-    if _finite(ess) and float(ess) < MIN_ESS:
-        reasons.append(f"min bulk ESS {float(ess):.0f} < {MIN_ESS:.0f}: too few effective draws")
-        flags.append("ess")
-    div = d.get("divergences")
-    if _finite(div) and int(div) > MAX_DIVERGENCES:
-        n = int(div)
-        reasons.append(
-            f"{n} divergent transition{'' if n == 1 else 's'}: the sampler may miss part of "
-            "the posterior"
-        )
-        flags.append("divergences")
-    k = d.get("pareto_k")
-    if _finite(k) and float(k) > MAX_PARETO_K and run.kind != "point" and "caveat" not in flags:
-        which = "median per-data-point " if _finite(d.get("pareto_k_share_above_0_7")) else ""
-        q = _weighted(d)
-        reasons.append(
-            f"{which}Pareto k\u0302 {float(k):.2f} > {MAX_PARETO_K}: {q} misses part of the "
-            "posterior"
-        )
-        flags.append("pareto_k")
-    weights_ess = d.get("ess")
-    if _finite(weights_ess) and float(weights_ess) < MIN_ESS and "caveat" not in flags:
-        reasons.append(f"importance weights' ESS {float(weights_ess):.0f} < {MIN_ESS:.0f}")
-        flags.append("ess")
-    rise = elbo_rise(run.traces.get("elbo", ()))
-    if rise is not None:
-        up, total, se = rise
-        if up > ELBO_NOISE_Z * se and up > ELBO_RISE * abs(total):
-            pct = f" ({up / total:.0%} of its rise over the run)" if total > 0 else ""
-            reasons.append(
-                f"the ELBO still rose by {up:.3g}{pct} over the last {ELBO_WINDOW:.0%} of "
-                "steps: not converged"
-            )
-            flags.append("elbo")
-    if not reasons:
-        return Assessment("ok")
-    return Assessment("unreliable", tuple(reasons), tuple(dict.fromkeys(flags)))
 
 
 @dataclass(frozen=True)
@@ -184,13 +84,6 @@ def row_site(row: str) -> str:
     return str(row).split("[", 1)[0]
 
 
-def _finite(x: Any) -> bool:
-    try:
-        return x is not None and math.isfinite(float(x))
-    except (TypeError, ValueError):
-        return False
-
-
 def _fmt(x: float) -> str:
     return f"{x:.4g}".replace("-", "\u2212")
 
@@ -199,12 +92,12 @@ def _signed(x: float, digits: int = 4) -> str:
     return f"{x:.{digits}f}".replace("-", "\u2212")
 
 
-def _pct(x: float) -> str:
+def percent(x: float) -> str:
     """A relative error as a percentage: one decimal below 10% (6.5%), none above (40%)."""
     return f"{x * 100:.1f}%" if x < 0.095 else f"{x * 100:.0f}%"
 
 
-def _listing(items: Sequence[str], limit: int = 3) -> str:
+def listing(items: Sequence[str], limit: int = 3) -> str:
     items = list(items)
     if len(items) > limit:
         return ", ".join(items[:limit]) + f" and {len(items) - limit} more"
@@ -222,10 +115,10 @@ def n_eff(run: Run | None, row: str) -> float:
         return math.inf  # a closed form's moments (exact, CAVI, Laplace) carry no noise
     summary = run.summary
     if "ess_bulk" in summary.columns and row in summary.index:
-        if _finite(summary.loc[row, "ess_bulk"]):
+        if is_finite(summary.loc[row, "ess_bulk"]):
             return max(float(summary.loc[row, "ess_bulk"]), 1.0)
     weighted = run.diagnostics.get("ess")  # the weights' ESS, not the resampled draws' count
-    if _finite(weighted):
+    if is_finite(weighted):
         return max(float(weighted), 1.0)
     if run.idata is not None and "posterior" in run.idata.groups():
         sizes = run.idata.posterior.sizes
@@ -246,7 +139,7 @@ def reference_engine(runs: Mapping[str, Run]) -> str | None:
             continue
         d = run.diagnostics
         rhat, ess = d.get("max_r_hat"), d.get("min_ess_bulk")
-        if _finite(rhat) and float(rhat) < 1.05 and _finite(ess) and float(ess) > best_ess:
+        if is_finite(rhat) and float(rhat) < 1.05 and is_finite(ess) and float(ess) > best_ess:
             best, best_ess = name, float(ess)
     return best
 
@@ -327,10 +220,10 @@ def model_scores(run: Run) -> dict[str, float]:
     out = {}
     for key in MODEL_SCORES:
         value = run.diagnostics.get(key, run.extras.get(key))
-        if _finite(value) and not isinstance(value, bool):
+        if is_finite(value) and not isinstance(value, bool):
             out[key] = float(value)
             se = run.diagnostics.get(f"{key}_se")
-            if _finite(se):
+            if is_finite(se):
                 out[f"{key}_se"] = float(se)
     return out
 
@@ -347,7 +240,7 @@ def _held_out(runs: Mapping[str, Run]) -> list[Finding]:
         text = f"{engine}: held-out log-likelihood {_signed(ll, 2)} per item"
         if se is not None:
             text += f" ± {se:.2f}"
-        if _finite(k):
+        if is_finite(k):
             text += f" (importance sampling, {int(k)} draws of the guide per item)"
         if "heldout_elbo" in s:
             gap = ll - s["heldout_elbo"]
@@ -425,7 +318,7 @@ def _accuracy(
     for row in table.index:
         t_mean, t_sd = table.loc[row, ("truth", "mean")], table.loc[row, ("truth", "sd")]
         mean, sd = table.loc[row, (engine, "mean")], table.loc[row, (engine, "sd")]
-        if not (_finite(t_mean) and _finite(t_sd) and float(t_sd) > 0 and _finite(mean)):
+        if not (is_finite(t_mean) and is_finite(t_sd) and float(t_sd) > 0 and is_finite(mean)):
             continue
         n = n_eff(run, row)
         if ref_run is not None:  # both sides are noisy
@@ -435,7 +328,7 @@ def _accuracy(
         return []
     out: list[Finding] = []
     point = [
-        r for r in rows if _finite(r[2]) and r[2] <= POINT_SD and row_site(r[0]) not in discrete
+        r for r in rows if is_finite(r[2]) and r[2] <= POINT_SD and row_site(r[0]) not in discrete
     ]
     if point:
         errs = [abs(r[1] - r[3]) / r[4] for r in point]
@@ -448,7 +341,7 @@ def _accuracy(
                 engine,
                 "point",
                 "info",
-                f"{engine} gives point estimates (sd 0) for {_listing([r[0] for r in point])}, "
+                f"{engine} gives point estimates (sd 0) for {listing([r[0] for r in point])}, "
                 f"{where}: it says nothing about their posterior uncertainty.",
             )
         )
@@ -484,14 +377,14 @@ def _accuracy(
         out.append(Finding(engine, "accuracy", level, text + ".", err, "mean_off"))
 
     # sds: sd / truth_sd - 1 against max(SD_TOL, NOISE_Z * sqrt(1 / (2 n_eff)))
-    cont = [r for r in spread if row_site(r[0]) not in discrete and _finite(r[2])]
+    cont = [r for r in spread if row_site(r[0]) not in discrete and is_finite(r[2])]
     ratios = [(r[2] / r[4] - 1.0, r[0], r[5], r[2], r[4]) for r in cont]
     sig = [x for x in ratios if abs(x[0]) > max(sd_tol, NOISE_Z * math.sqrt(0.5 / x[2]))]
     for word, pick in (("under", lambda x: x[0] < 0), ("over", lambda x: x[0] > 0)):
         chosen = sorted((x for x in sig if pick(x)), key=lambda x: -abs(x[0]))
         if chosen:
             parts = [
-                f"sd({row}) by {_pct(abs(ratio))} ({_fmt(sd)} vs {_fmt(t_sd)})"
+                f"sd({row}) by {percent(abs(ratio))} ({_fmt(sd)} vs {_fmt(t_sd)})"
                 for ratio, row, _, sd, t_sd in chosen
             ]
             level = "bad" if abs(chosen[0][0]) >= 0.3 else "warn"
@@ -500,7 +393,7 @@ def _accuracy(
                     engine,
                     "accuracy",
                     level,
-                    f"{engine} {word}-estimates {_listing(parts)} against {label}.",
+                    f"{engine} {word}-estimates {listing(parts)} against {label}.",
                     abs(chosen[0][0]),
                     f"sd_{word}",
                 )
@@ -509,7 +402,7 @@ def _accuracy(
         return out
     worst_sd = max((abs(x[0]) for x in ratios), default=0.0)
     mean_txt = f"means within {worst:.2f} posterior sd {where}"
-    sd_where = where if len(cont) == len(spread) else f"for {_listing([r[0] for r in cont])}"
+    sd_where = where if len(cont) == len(spread) else f"for {listing([r[0] for r in cont])}"
     pct = f"{worst_sd * 100:.0f}%" if worst_sd >= 0.005 else "1%"
     sd_txt = f"sds within {pct} {sd_where}"
     fewest = min(r[5] for r in spread)
@@ -540,14 +433,14 @@ def _accuracy(
 
 def _evidence(engine: str, run: Run, truth: GroundTruth | None) -> list[Finding]:
     ev = run.evidence
-    if ev is None or not _finite(ev.value):
+    if ev is None or not is_finite(ev.value):
         return []
     le = float(ev.value)
     d = run.diagnostics
-    exact = truth.log_evidence if truth is not None and _finite(truth.log_evidence) else None
+    exact = truth.log_evidence if truth is not None and is_finite(truth.log_evidence) else None
     vs = f" (exact log evidence {_signed(exact)})" if exact is not None else ""
     if ev.kind == "conditional":
-        sites = _listing(list(ev.conditional_on) or ["some sites"], limit=6)
+        sites = listing(list(ev.conditional_on) or ["some sites"], limit=6)
         source = str(d.get("params_source", ""))
         if run.kind == "point":
             how = f"is the log likelihood at its point estimate of {sites}"
@@ -577,7 +470,7 @@ def _evidence(engine: str, run: Run, truth: GroundTruth | None) -> list[Finding]
             )
             level = "warn"
         is_le = d.get("is_log_evidence")
-        if _finite(is_le):
+        if is_finite(is_le):
             text += f"; importance sampling with the guide estimates {_signed(float(is_le))}"
             if exact is not None:
                 text += f" ({_signed(float(is_le) - exact)} from exact)"
@@ -603,14 +496,14 @@ def _evidence(engine: str, run: Run, truth: GroundTruth | None) -> list[Finding]
 def _sampler(engine: str, run: Run) -> list[Finding]:
     d = run.diagnostics
     out: list[Finding] = []
-    if _finite(d.get("max_r_hat")):
+    if is_finite(d.get("max_r_hat")):
         rhat = float(d["max_r_hat"])
         div = int(d.get("divergences") or 0)
         parts = [f"max R-hat {rhat:.3f}", f"{div} divergence{'' if div == 1 else 's'}"]
         ess = d.get("min_ess_bulk")
         wall = d.get("wall_time_s")
-        if _finite(ess):
-            per_s = f" ({float(ess) / float(wall):.1f}/s)" if _finite(wall) and wall > 0 else ""
+        if is_finite(ess):
+            per_s = f" ({float(ess) / float(wall):.1f}/s)" if is_finite(wall) and wall > 0 else ""
             parts.append(f"min bulk ESS {float(ess):.0f}{per_s}")
         notes = []
         if rhat > 1.01:
@@ -622,10 +515,10 @@ def _sampler(engine: str, run: Run) -> list[Finding]:
         out.append(Finding(engine, "mcmc", level, text + "."))
     k = d.get("pareto_k")
     # an unreliable run's caveat says it already
-    if _finite(k) and run.status != "unreliable" and "pareto_k" not in assess(run).flags:
+    if is_finite(k) and run.status != "unreliable" and "pareto_k" not in assess(run).flags:
         k = float(k)
         proposal = d.get("proposal")  # importance sampling: the proposal it weighted
-        q = _weighted(d)
+        q = weighed_against(d)
         if k <= 0.5:
             level, what = "good", f"{q} is a reliable importance proposal for the posterior"
         elif k <= 0.7:
@@ -634,7 +527,7 @@ def _sampler(engine: str, run: Run) -> list[Finding]:
             level, what = "warn", f"{q} misses part of the posterior (weights unreliable)"
         text = f"{engine}: Pareto k\u0302 {_signed(k, 2)} \u2014 {what}."
         share = d.get("pareto_k_share_above_0_7")
-        if _finite(share):  # an amortised guide: one k-hat per data point, k is their median
+        if is_finite(share):  # an amortised guide: one k-hat per data point, k is their median
             text = (
                 f"{engine}: Pareto k\u0302 per data point, median {_signed(k, 2)} "
                 f"({float(share):.0%} above 0.7, largest {float(d['pareto_k_max']):.2f}): "
@@ -643,14 +536,6 @@ def _sampler(engine: str, run: Run) -> list[Finding]:
         topic = "importance" if proposal is not None else "approximation"
         out.append(Finding(engine, topic, level, text))
     return out
-
-
-def _weighted(d: Mapping[str, Any]) -> str:
-    """What a run's Pareto k-hat weighs against the posterior, in words: an importance run's
-    proposal, a Gaussian approximation (``approximation``, Laplace's) or SVI's guide."""
-    if d.get("proposal") is not None:
-        return f"the proposal ({d['proposal']})"
-    return str(d.get("approximation") or "the guide")
 
 
 def accuracy_level(found: Sequence[Finding], engine: str) -> str | None:
@@ -665,44 +550,6 @@ def accuracy_level(found: Sequence[Finding], engine: str) -> str | None:
         if level in levels:
             return level
     return None
-
-
-FAILURES = (
-    (
-        "ELBO is",
-        "The optimisation diverged: the ELBO became NaN or infinite (try a smaller "
-        "learning rate or a better-scaled model).",
-    ),
-    (
-        "every transition diverged",
-        "Every MCMC transition diverged: the sampler could not move "
-        "through this posterior (reparameterise, or raise target_accept).",
-    ),
-    (
-        "valid initial",
-        "No starting point with a finite log density was found: the model's log "
-        "density is NaN or -inf wherever the sampler looked.",
-    ),
-    (
-        "Expected parameter",
-        "A distribution received a parameter outside its support during the "
-        "run, usually after a numerical overflow.",
-    ),
-    (
-        "importance weight",
-        "Every importance weight was zero or NaN: the proposal never hit the posterior.",
-    ),
-    ("log evidence is", "The exact log evidence came out NaN or infinite."),
-)
-
-
-def explain_failure(error: str | None) -> str:
-    """A failed run's reason in plain words, to show before the raw error."""
-    text = str(error or "")
-    for needle, plain in FAILURES:
-        if needle in text:
-            return plain
-    return "The engine stopped with an error while it ran."
 
 
 # ---------------------------------------------------------------- ranking on a page
@@ -761,151 +608,4 @@ def accuracy_measures(found: Sequence[Finding], engine: str) -> dict[str, float 
     for f in found:
         if f.engine == engine and f.topic == "accuracy" and f.measure in out:
             out[f.measure] = max(out[f.measure] or 0.0, f.score)
-    return out
-
-
-# ---------------------------------------------------------------- across the zoo
-FLAG_WORDS = {
-    "caveat": "the engine's own check",
-    "r_hat": f"R\u0302 > {MAX_R_HAT}",
-    "ess": f"ESS < {MIN_ESS:.0f}",
-    "divergences": "divergences",
-    "pareto_k": f"Pareto k\u0302 > {MAX_PARETO_K}",
-    "elbo": "ELBO not converged",
-}
-
-
-BIG_MODEL = 10  # parameters (posterior table rows): where samplers such as MH stop mixing
-
-
-def _count(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
-
-
-def _pct_range(values: Sequence[float]) -> str:
-    lo, hi = min(values), max(values)
-    if _pct(lo) == _pct(hi):
-        return _pct(hi)
-    return f"{_pct(lo).rstrip('%')}\u2013{_pct(hi)}"
-
-
-def _engine_order(models: Sequence[Mapping[str, Any]], generic: Sequence[str]) -> list[str]:
-    seen = {e for m in models for e in m.get("engines", {})}
-    return [e for e in generic if e in seen] + sorted(seen - set(generic))
-
-
-def zoo_findings(models: Sequence[Mapping[str, Any]], generic: Sequence[str] = ()) -> list[Finding]:
-    """Where each engine wins and fails across the zoo, from the models' index lines
-    (``reports.model_summary``): one line per engine (agreement with the truth, sds under- or
-    over-estimated, means off, unreliable runs and why, failures), then which engine is the
-    fastest that agrees with the truth and which has the most effective draws per second.
-    ``generic`` orders the engines (the rest follow by name)."""
-    out: list[Finding] = []
-    for engine in _engine_order(models, generic):
-        cells = [(m["name"], m["engines"][engine]) for m in models if engine in m["engines"]]
-        n = len(cells)
-        failed = [name for name, c in cells if c.get("status") == "failed"]
-        ran = [(name, c) for name, c in cells if c.get("status") != "failed"]
-        judged = [(name, c) for name, c in ran if c.get("accuracy")]
-        agree = [name for name, c in judged if c.get("accuracy") == "good"]
-        parts: list[str] = []
-        level = "good"
-        if judged:
-            parts.append(f"agrees with the truth on {len(agree)} of {_count(len(judged), 'model')}")
-            if len(agree) < len(judged):
-                level = "warn" if 2 * len(agree) >= len(judged) else "bad"
-        for key, word in (("sd_under", "under"), ("sd_over", "over")):
-            vals = [float(c[key]) for _, c in judged if _finite(c.get(key))]
-            if vals:
-                parts.append(
-                    f"{word}-estimates posterior sds on {len(vals)} of {len(judged)}, "
-                    f"by {_pct_range(vals)}"
-                )
-                level = max(level, "warn", key=LEVELS.index)
-        means = [float(c["mean_off"]) for _, c in judged if _finite(c.get("mean_off"))]
-        if means:
-            parts.append(
-                f"means off by more than noise on {len(means)} of {len(judged)} (up to "
-                f"{max(means):.2f} posterior sd)"
-            )
-            level = max(level, "warn", key=LEVELS.index)
-        unreliable = [(name, c) for name, c in ran if c.get("status") == "unreliable"]
-        if unreliable:
-            flags: dict[str, int] = {}
-            for _, c in unreliable:
-                for flag in c.get("flags") or ("caveat",):
-                    flags[flag] = flags.get(flag, 0) + 1
-            why = ", ".join(f"{FLAG_WORDS.get(f, f)} on {k}" for f, k in flags.items())
-            parts.append(f"unreliable on {len(unreliable)} of {_count(n, 'model')} ({why})")
-            level = "bad" if 2 * len(unreliable) > n else max(level, "warn", key=LEVELS.index)
-            by_size = _by_dimension(models, ran, {name for name, _ in unreliable})
-            if by_size:
-                parts.append(by_size)
-        if failed:
-            parts.append(f"failed on {len(failed)} of {_count(n, 'model')} ({_listing(failed)})")
-            level = "bad"
-        if not parts:
-            parts.append(f"ran on {_count(n, 'model')}; nothing to judge it against")
-            level = "info"
-        out.append(Finding(engine, "zoo", level, f"{engine}: " + "; ".join(parts) + "."))
-    out += _zoo_wins(models, generic)
-    return out
-
-
-def _by_dimension(
-    models: Sequence[Mapping[str, Any]], ran: Sequence[tuple[str, Any]], bad: set[str]
-) -> str | None:
-    """ "unreliable on all 4 models with more than 10 parameters, 1 of 6 with fewer", when an
-    engine fails more often on the larger models (``parameters`` of the index lines)."""
-    dims = {m["name"]: m.get("parameters") for m in models}
-    big = [name for name, _ in ran if _finite(dims.get(name)) and dims[name] > BIG_MODEL]
-    small = [name for name, _ in ran if _finite(dims.get(name)) and dims[name] <= BIG_MODEL]
-    if not big or not small:
-        return None
-    nb, ns = sum(x in bad for x in big), sum(x in bad for x in small)
-    if nb * len(small) <= ns * len(big):
-        return None
-    return (
-        f"{nb} of the {_count(len(big), 'model')} with more than {BIG_MODEL} parameters, "
-        f"{ns} of the {len(small)} with at most {BIG_MODEL}"
-    )
-
-
-def _zoo_wins(models: Sequence[Mapping[str, Any]], generic: Sequence[str]) -> list[Finding]:
-    """Per model, the fastest generic engine that is ok and agrees with the truth, and the
-    sampler with the most effective draws per second; counted per engine."""
-    fastest: dict[str, list[str]] = {}
-    per_s: dict[str, list[str]] = {}
-    contests = 0
-    for m in models:
-        ok = {
-            e: c
-            for e, c in m["engines"].items()
-            if c.get("status") == "ok" and (not generic or e in generic)
-        }
-        good = {e: c for e, c in ok.items() if c.get("accuracy") == "good"}
-        timed = {e: c for e, c in good.items() if _finite(c.get("wall_time_s"))}
-        if timed:
-            best = min(timed, key=lambda e: float(timed[e]["wall_time_s"]))
-            fastest.setdefault(best, []).append(m["name"])
-        rated = {e: c for e, c in ok.items() if _finite(c.get("ess_per_s"))}
-        if len(rated) >= 2:
-            contests += 1
-            best = max(rated, key=lambda e: float(rated[e]["ess_per_s"]))
-            per_s.setdefault(best, []).append(m["name"])
-    out = []
-    if fastest:
-        ranked = sorted(fastest, key=lambda e: -len(fastest[e]))
-        text = "Fastest engine that is ok and agrees with the truth: " + "; ".join(
-            f"{e} on {_count(len(fastest[e]), 'model')} ({_listing(fastest[e])})" for e in ranked
-        )
-        out.append(Finding(None, "zoo", "info", text + "."))
-    if per_s:
-        ranked = sorted(per_s, key=lambda e: -len(per_s[e]))
-        text = (
-            f"Most effective draws per second among the samplers that are ok, on the "
-            f"{_count(contests, 'model')} where two or more are: "
-            + "; ".join(f"{e} on {len(per_s[e])}" for e in ranked)
-        )
-        out.append(Finding(None, "zoo", "info", text + "."))
     return out

@@ -27,20 +27,13 @@ from inference.engines import GENERIC_ENGINES
 from inference.results import Comparison, Run
 from inference.serialize import dumps, frame_records, run_record
 
-from .figures import FigureImage, model_figures, page_extras
+from .extras import page_extras
+from .figures import FigureImage
 from .findings import (
-    ELBO_RISE,
-    ELBO_WINDOW,
-    MAX_DIVERGENCES,
-    MAX_PARETO_K,
-    MAX_R_HAT,
-    MIN_ESS,
     MODEL_SCORES,
     Finding,
     accuracy_level,
     accuracy_measures,
-    assess,
-    explain_failure,
     findings,
     model_scores,
     rank_findings,
@@ -48,8 +41,19 @@ from .findings import (
     row_site,
     table_engines,
     worst_error,
-    zoo_findings,
 )
+from .model_figures import model_figures
+from .status import (
+    ELBO_RISE,
+    ELBO_WINDOW,
+    MAX_DIVERGENCES,
+    MAX_PARETO_K,
+    MAX_R_HAT,
+    MIN_ESS,
+    assess,
+    explain_failure,
+)
+from .zoo_findings import zoo_findings
 
 ERROR_GOOD = 0.25  # |mean - truth| / truth_sd below this: green in the tables
 ERROR_BAD = 1.0  # at or above this: red
@@ -270,7 +274,7 @@ def run_row(
     verdict = assess(run)
     return {
         "engine": engine,
-        # the report's status (reports.findings.assess): ok only where the run's own
+        # the report's status (reports.status.assess): ok only where the run's own
         # diagnostics pass; the engine's own status beside it
         "status": verdict.status,
         "engine_status": run.status,

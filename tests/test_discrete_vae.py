@@ -22,7 +22,7 @@ import zoo
 from inference.algorithms.gradients import score_function_draws
 from inference.optim import Subsample
 from inference.runtime import threads
-from reports.figures import estimators_figure, model_figures
+from reports.model_figures import estimators_figure, model_figures
 from zoo.models import discrete_vae as dvae
 
 ENTRY = zoo.get_model("discrete_vae")

@@ -1,5 +1,6 @@
 """The model page's forest plot, posterior predictive check, LOO/WAIC table and rendered math
-(reports/figures.py), on smoke-size runs built once per module."""
+(reports/figures.py, forest.py, predictive.py, loo.py, extras.py), on smoke-size runs built
+once per module."""
 
 from __future__ import annotations
 
@@ -20,8 +21,13 @@ from seeding import shifted
 
 import reports
 import zoo
+from inference import predictive
 from inference.arviz_io import arviz
+from reports import extras, forest
 from reports import figures as F
+from reports import loo as loo_table
+from reports import predictive as ppc
+from zoo.api import execute, prepare
 from zoo.registry import isolated
 
 
@@ -48,7 +54,7 @@ def test_forest_has_one_line_per_parameter_and_engine_and_marks_the_truth(
     cmp: zoo.Comparison,
 ) -> None:
     colors = F.engine_colors(cmp.runs)
-    fig, shown, left = F.forest_plot(cmp, colors)
+    fig, shown, left = forest.forest_plot(cmp, colors)
     assert shown == ["beta[0]", "beta[1]"] and left == []
     gids = [line.get_gid() for ax in fig.axes for line in ax.get_lines() if line.get_gid()]
     expected = {f"{e}|{row}" for e in cmp.runs for row in shown}
@@ -67,38 +73,52 @@ def test_forest_has_one_line_per_parameter_and_engine_and_marks_the_truth(
             else:  # an engine: mean +- 2 sd, in its page colour
                 assert np.allclose(line.get_xdata(), [mean - 2 * sd, mean + 2 * sd])
                 assert line.get_color() == colors[source]
-    image = F.forest_figure(cmp, colors)
+    image = forest.forest_figure(cmp, colors)
     assert image.kind == "forest" and decode(image.png).shape[1] > 0
 
 
 def test_forest_caps_its_rows_and_names_the_rest(cmp: zoo.Comparison) -> None:
-    fig, shown, left = F.forest_plot(cmp, F.engine_colors(cmp.runs), limit=1)
+    fig, shown, left = forest.forest_plot(cmp, F.engine_colors(cmp.runs), limit=1)
     assert (shown, left) == (["beta[0]"], ["beta[1]"])
-    assert F._compact_rows([f"z[{i}]" for i in range(40, 120)] + ["s"]) == (
+    assert forest._compact_rows([f"z[{i}]" for i in range(40, 120)] + ["s"]) == (
         "z[40..119] (80 rows), s"
     )
 
 
 # --------------------------------------------------------------------------- predictive check
-def test_ppc_replays_the_exact_posterior_through_the_model(cmp: zoo.Comparison) -> None:
-    assert F.ppc_engine(cmp) == "exact"
-    entry = zoo.get_model("bayesian_linear_regression")
-    reps = F.replicate(entry.model, cmp.data, cmp.runs["exact"], draws=30)
-    (rep,) = reps
+def test_ppc_reads_the_exact_posteriors_predictive_draws(cmp: zoo.Comparison) -> None:
+    assert ppc.ppc_engine(cmp) == "exact"
+    run = cmp.runs["exact"]
+    assert "posterior_predictive" in run.idata.groups()  # drawn when the run was made
+    (rep,) = ppc.replicates_of(run)
     y = cmp.data["y"].numpy()
     assert rep.site == "y" and not rep.discrete
     assert np.allclose(rep.observed, y)
-    assert rep.replicated.shape == (30, len(y))
+    assert rep.replicated.shape == (predictive.MAX_DRAWS, len(y))
     # every replicate is y_rep = X beta + N(0, sigma^2) noise at one posterior draw: residuals
     # from the exact posterior mean have sd sigma * sqrt(1 + ~p/N) = 1.02 sigma (p = 2 weights,
-    # N = 50); the sd of 1500 residuals is within 0.25 of that by > 10 Monte-Carlo sds (0.02)
+    # N = 50); the sd of 2500 residuals is within 0.25 of that by > 10 Monte-Carlo sds (0.02)
     X, sigma = cmp.data["X"].numpy(), cmp.data["sigma"]
     resid = rep.replicated - X @ cmp.truth.mean["beta"]
     assert abs(resid.std() / sigma - 1) < 0.25
-    p = F.ppc_p_values(rep)
+    p = ppc.ppc_p_values(rep)
     assert set(p) == {"mean", "sd"} and all(0 <= v <= 1 for v in p.values())
-    figure = F.ppc_figure(cmp, F.engine_colors(cmp.runs))
+    figure = ppc.ppc_figure(cmp, F.engine_colors(cmp.runs))
     assert figure.kind == "ppc" and decode(figure.png).shape[0] > 0
+
+
+def test_predictive_draws_are_their_own_stream(cmp: zoo.Comparison) -> None:
+    """The draws come after the engine, from a stream of their own: the posterior is the same
+    with or without them, and they are the same for the same seed."""
+    bare = execute(prepare("bayesian_linear_regression", "exact", progress=False), predictive=False)
+    assert "posterior_predictive" not in bare.idata.groups()
+    run = cmp.runs["exact"]
+    assert np.array_equal(bare.idata.posterior["beta"].values, run.idata.posterior["beta"].values)
+    entry = zoo.get_model("bayesian_linear_regression")
+    again = predictive.with_predictive(bare, entry.model, bare.data, seed=0)
+    assert np.array_equal(
+        again.idata.posterior_predictive["y"].values, run.idata.posterior_predictive["y"].values
+    )
 
 
 def test_ppc_prefers_a_reliable_run(cmp: zoo.Comparison) -> None:
@@ -109,51 +129,47 @@ def test_ppc_prefers_a_reliable_run(cmp: zoo.Comparison) -> None:
         }
         return dataclasses.replace(cmp, runs=runs)
 
-    assert F.ppc_engine(marked("exact")) == "svi"
-    assert F.ppc_engine(marked("exact", "svi", "laplace")) == "exact"
-    figure = F.ppc_figure(marked("exact", "svi", "laplace"), F.engine_colors(cmp.runs))
+    assert ppc.ppc_engine(marked("exact")) == "svi"
+    assert ppc.ppc_engine(marked("exact", "svi", "laplace")) == "exact"
+    figure = ppc.ppc_figure(marked("exact", "svi", "laplace"), F.engine_colors(cmp.runs))
     assert "exact's is unreliable (test)" in figure.caption
 
 
 def test_ppc_p_values_count_replicates_at_or_above_the_data() -> None:
-    rep = F.Replicates(
+    rep = ppc.Replicates(
         "y", np.array([0.0, 2.0]), np.array([[0.0, 0.0], [1.0, 1.0], [0.0, 4.0]]), False
     )
     # means 0, 1, 2 against the data's 1; sds 0, 0, 2 against the data's 1
-    assert F.ppc_p_values(rep) == {"mean": pytest.approx(2 / 3), "sd": pytest.approx(1 / 3)}
+    assert ppc.ppc_p_values(rep) == {"mean": pytest.approx(2 / 3), "sd": pytest.approx(1 / 3)}
 
 
 def test_ppc_left_out_where_the_model_cannot_be_replayed(cmp: zoo.Comparison) -> None:
     entry = zoo.get_model("bayesian_linear_regression")
-    run = cmp.runs["exact"]
-    no_beta = dataclasses.replace(
-        run, idata=arviz().from_dict(posterior={"other": np.zeros((1, 5))})
-    )
-    assert F.replicate(entry.model, cmp.data, no_beta) is None  # a latent with no draws
+    replicate = predictive.replicate
+    assert replicate(entry.model, cmp.data, {"other": np.zeros((1, 5))}) is None  # no beta
 
     def model(y: torch.Tensor, batch: int | None = None) -> None:
         mu = pyro.sample("mu", dist.Normal(0.0, 1.0))
         with pyro.plate("data", len(y), subsample_size=batch) as idx:
             pyro.sample("y", dist.Normal(mu, 1.0), obs=y[idx])
 
+    mu = {"mu": np.linspace(-1, 1, 10)[None]}
+    y = torch.arange(20.0)
+    assert replicate(model, {"y": y}, mu).replicated["y"].shape == (10, 20)
+    assert replicate(model, {"y": y, "batch": 4}, mu) is None  # minibatches
+    assert replicate(model, {"y": y}, {"mu": np.zeros((1, 1))}) is None  # one draw
+    run = cmp.runs["exact"]
     draws = dataclasses.replace(
         run, idata=arviz().from_dict(posterior={"mu": np.linspace(-1, 1, 10)[None]})
     )
-    y = torch.arange(20.0)
-    assert F.replicate(model, {"y": y}, draws)[0].replicated.shape == (10, 20)
-    assert F.replicate(model, {"y": y, "batch": 4}, draws) is None  # minibatches
-    with isolated():
-        zoo.register("minibatched", model=model, data={"y": y, "batch": 4})
-        small = dataclasses.replace(
-            cmp,
-            model=zoo.get_model("minibatched").info(),
-            runs={"exact": draws},
-            data={"y": y, "batch": 4},
-        )
-        assert F.ppc_engine(small) == "exact"
-        assert F.ppc_figure(small, F.engine_colors(small.runs)) is None
+    minibatched = predictive.with_predictive(draws, model, {"y": y, "batch": 4}, seed=0)
+    assert "posterior_predictive" not in minibatched.idata.groups()
+    small = dataclasses.replace(cmp, runs={"exact": minibatched})
+    assert ppc.ppc_engine(small) == "exact"
+    assert ppc.ppc_figure(small, F.engine_colors(small.runs)) is None
+    # a model the registry does not know still gets its check: the page needs only the runs
     unregistered = dataclasses.replace(cmp, model=dataclasses.replace(cmp.model, name="nowhere"))
-    assert F.ppc_figure(unregistered, F.engine_colors(cmp.runs)) is None
+    assert ppc.ppc_figure(unregistered, F.engine_colors(cmp.runs)) is not None
 
 
 @pytest.mark.parametrize(
@@ -191,8 +207,8 @@ def test_kde_is_scipys_gaussian_kde_to_the_binning_bound(draw, lower, upper) -> 
 def test_binned_kde_matches_scipy() -> None:
     x = np.random.default_rng(shifted(0)).normal(size=400)
     grid = np.linspace(-4, 4, 256)
-    width = F._scott(x)
-    ours = F.binned_kde(x, grid, width)
+    width = ppc._scott(x)
+    ours = ppc.binned_kde(x, grid, width)
     theirs = stats.gaussian_kde(x, bw_method=width / x.std(ddof=1))(grid)
     # binning moves each draw by at most half a grid step: the density by < step * max |f'|
     step = grid[1] - grid[0]
@@ -203,7 +219,7 @@ def test_binned_kde_matches_scipy() -> None:
 
 # --------------------------------------------------------------------------- LOO / WAIC
 def test_loo_table_equals_arviz_loo_on_the_same_idata(cmp: zoo.Comparison) -> None:
-    loo = F.loo_comparison(cmp)
+    loo = loo_table.loo_comparison(cmp)
     rows = {r["engine"]: r for r in loo["rows"]}
     assert set(rows) == {"svi", "laplace"}  # exact carries no pointwise log-likelihood
     az = arviz()
@@ -232,8 +248,8 @@ def test_loo_thins_a_run_of_many_draws_evenly(cmp: zoo.Comparison, monkeypatch) 
     on that thinned InferenceData."""
     run = cmp.runs["svi"]
     draws = run.idata.log_likelihood.sizes["chain"] * run.idata.log_likelihood.sizes["draw"]
-    monkeypatch.setattr(F, "MAX_LOO_DRAWS", draws // 3)
-    loo = F.loo_comparison(cmp)
+    monkeypatch.setattr(loo_table, "MAX_LOO_DRAWS", draws // 3)
+    loo = loo_table.loo_comparison(cmp)
     row = next(r for r in loo["rows"] if r["engine"] == "svi")
     every = -(-draws // (draws // 3))
     assert row["every"] == every >= 3 and row["draws"] == draws
@@ -253,7 +269,7 @@ def test_loo_warns_in_words_about_pareto_k(cmp: zoo.Comparison) -> None:
         posterior={"beta": run.idata.posterior["beta"].values}, log_likelihood={"y": ll}
     )
     bad = dataclasses.replace(cmp, runs={"svi": dataclasses.replace(run, idata=idata)})
-    loo = F.loo_comparison(bad)
+    loo = loo_table.loo_comparison(bad)
     (row,) = loo["rows"]
     assert row["k_bad"] >= 1
     assert loo["warnings"][0].startswith("k\u0302 > ")
@@ -269,22 +285,22 @@ def test_every_registered_models_math_renders() -> None:
     )
     for name in with_math:
         for line in zoo.get_model(name).math:
-            m = F.render_math(line)
+            m = extras.render_math(line)
             pixels = decode(m["png"])
             assert pixels.shape[1] == pytest.approx(2 * m["width"], abs=2) and m["height"] > 0
             assert pixels[..., 3].max() > 0  # something is drawn
 
 
 def test_unparseable_math_falls_back_to_the_docstring() -> None:
-    assert F.math_images([r"\frac{1}{"]) == []
+    assert extras.math_images([r"\frac{1}{"]) == []
     with isolated(), pytest.raises(ValueError, match="math must be LaTeX lines"):
         zoo.register("bad_math", model=lambda: None, data={}, math=[1, 2])
 
 
 def test_data_provenance_is_the_docstrings_default_data_paragraph() -> None:
     doc = "Title.\n\nStory.\nDefault data: ten tosses,\nseven heads.\n\nMore."
-    assert F.data_provenance(doc) == "Default data: ten tosses, seven heads."
-    assert F.data_provenance("No data said.") is None
+    assert extras.data_provenance(doc) == "Default data: ten tosses, seven heads."
+    assert extras.data_provenance("No data said.") is None
 
 
 def test_model_page_shows_math_forest_ppc_and_loo(cmp: zoo.Comparison, page: dict) -> None:
@@ -297,15 +313,15 @@ def test_model_page_shows_math_forest_ppc_and_loo(cmp: zoo.Comparison, page: dic
     assert f"$$ {first} $$" in md and "## Predictive accuracy: LOO and WAIC" in md
     assert data["math"] == list(zoo.get_model("bayesian_linear_regression").math)
     assert [r["engine"] for r in data["loo"]["rows"]] == [
-        r["engine"] for r in F.loo_comparison(cmp)["rows"]
+        r["engine"] for r in loo_table.loo_comparison(cmp)["rows"]
     ]
     assert data["provenance"].startswith("Default data:")
 
 
 def test_loo_without_compare_ranks_by_elpd(cmp: zoo.Comparison, monkeypatch) -> None:
-    full = {r["engine"]: r for r in F.loo_comparison(cmp)["rows"]}
+    full = {r["engine"]: r for r in loo_table.loo_comparison(cmp)["rows"]}
     one = dataclasses.replace(cmp, runs={"svi": cmp.runs["svi"]})
-    (row,) = F.loo_comparison(one)["rows"]
+    (row,) = loo_table.loo_comparison(one)["rows"]
     assert (row["rank"], row["weight"], row["elpd_diff"]) == (0, 1.0, 0.0)
     assert row["elpd_loo"] == pytest.approx(full["svi"]["elpd_loo"])
 
@@ -313,7 +329,7 @@ def test_loo_without_compare_ranks_by_elpd(cmp: zoo.Comparison, monkeypatch) -> 
         raise ValueError("no compare")
 
     monkeypatch.setattr(arviz(), "compare", refuse)
-    rows = F.loo_comparison(cmp)["rows"]
+    rows = loo_table.loo_comparison(cmp)["rows"]
     assert [r["elpd_loo"] for r in rows] == sorted((r["elpd_loo"] for r in rows), reverse=True)
     assert all(np.isnan(r["weight"]) for r in rows)
     assert rows[1]["elpd_diff"] == pytest.approx(rows[0]["elpd_loo"] - rows[1]["elpd_loo"])
@@ -379,10 +395,11 @@ def test_uncropped_figures_lay_themselves_out_inside_their_canvas(monkeypatch) -
         return save(fig, crop=crop)
 
     monkeypatch.setattr(F, "to_base64_png", keep)
+    monkeypatch.setattr(forest, "to_base64_png", keep)
     colors = F.engine_colors(cmp.runs)
     F.mcmc_figure(cmp, "nuts", ["beta[0]", "beta[1]", "sigma"], colors)
     F.density_figure(cmp, "beta[0]", colors)
-    F.forest_figure(cmp, colors)
+    forest.forest_figure(cmp, colors)
     assert len(uncropped) == 3
     for fig in uncropped:
         canvas = FigureCanvasAgg(fig)

@@ -346,3 +346,18 @@ def test_a_cell_that_cannot_be_stored_is_logged_and_run_again(tmp_path, caplog):
         cell_store.CellStore(tmp_path, reuse=False).load(MODEL, "exact", SEED, run.options).run
         is None
     )
+
+
+def test_a_stored_cell_keeps_its_posterior_predictive_draws(tmp_path):
+    """The report's predictive check reads the draws from the stored cell: the group, its
+    values and the discrete flag come back from netCDF as they were."""
+    run = zoo.run(MODEL, "exact", seed=SEED, progress=False, num_samples=200)
+    assert "posterior_predictive" in run.idata.groups()
+    store = cell_store.CellStore(tmp_path)
+    assert store.save(MODEL, "exact", SEED, run.options, run)
+    back = store.load(MODEL, "exact", SEED, run.options).run
+    before, after = run.idata.posterior_predictive, back.idata.posterior_predictive
+    assert list(after.data_vars) == list(before.data_vars)
+    for name in before.data_vars:
+        assert np.array_equal(after[name].values, before[name].values)
+        assert after[name].attrs["discrete"] == before[name].attrs["discrete"] == 1  # Bernoulli

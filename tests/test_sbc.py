@@ -178,16 +178,16 @@ def test_batch_choice():
 def test_a_batched_run_that_breaks_falls_back_to_one_by_one(monkeypatch):
     """Whatever breaks the batched run (a model that cannot take per-chain data), the
     replications still run, one engine run each, with a warning that says why."""
-    from zoo import sbc as sbc_module
+    from inference import mcmc
 
-    original = sbc_module.mcmc.sample_chains
+    original = mcmc.sample_chains
 
     def broken(*args, **kwargs):  # breaks with per-chain data only
         if kwargs.get("batch"):
             raise RuntimeError("vmap over the data failed")
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(sbc_module.mcmc, "sample_chains", broken)
+    monkeypatch.setattr(mcmc, "sample_chains", broken)
     why = r"batched run failed \(RuntimeError: vmap over the data failed\)"
     with pytest.warns(RuntimeWarning, match=why):
         res = sbc("normal_normal", "nuts", reps=3, workers=1, num_samples=40, warmup=40)

@@ -21,6 +21,7 @@ from inference import (
     inspect_model,
 )
 from inference.accuracy import comparison_table
+from inference.predictive import with_predictive
 from inference.results import one_line
 from inference.runtime import interactive, own_param_store, seeded, threads
 
@@ -81,11 +82,12 @@ def prepare(
     return Prepared(entry, engine, checked, opts, seed, bool(progress), data is None)
 
 
-def execute(p: Prepared) -> Run:
+def execute(p: Prepared, *, predictive: bool = True) -> Run:
     """Run a prepared request: seeded from its seed, with an empty Pyro parameter store, one
     torch thread, timed. Numerical failures give a failed Run, never an exception; the caller's
-    random state and parameter store are restored.
-    The Run returned is built here with what was run (model, engine, options, seed, data)."""
+    random state and parameter store are restored. The Run returned is built here with what
+    was run (model, engine, options, seed, data) and, with ``predictive``, posterior-predictive
+    draws (after the timing, in the run's parameter store: an extra of the run)."""
     entry, spec = p.entry, p.entry.engine_spec(p.engine)
     start = time.perf_counter()
     with seeded(p.seed), own_param_store(), threads(1):
@@ -113,7 +115,10 @@ def execute(p: Prepared) -> Run:
                 error=reason,
                 extras={"traceback": traceback.format_exc()},
             )
-    wall = time.perf_counter() - start
+        wall = time.perf_counter() - start
+        if predictive:
+            model_data = {**p.data, **result.model_data}
+            result = with_predictive(result, entry.model, model_data, seed=p.seed)
     return dataclasses.replace(
         result,
         engine=p.engine,
