@@ -1,6 +1,6 @@
 """A sampler of your own in the zoo: the Metropolis-adjusted Langevin algorithm (MALA).
 
-    zoo --models examples/mala.py run normal_normal --engine mala
+From the shell: ``zoo run normal_normal --engine mala --models examples/mala.py``.
 """
 
 import torch

@@ -12,9 +12,13 @@ from inference.results import ZooError
 
 
 def scikit_learn(module: str) -> Any:
-    """A scikit-learn module, imported when a peer engine runs: listing or registering models
-    never loads scikit-learn (tests/test_import_cost.py)."""
-    return importlib.import_module(f"sklearn.{module}")
+    """A scikit-learn module (``"mixture"`` or ``"decomposition"``), imported when a peer engine
+    runs: listing or registering models never loads scikit-learn (tests/test_import_cost.py)."""
+    if module == "mixture":
+        return importlib.import_module("sklearn.mixture")
+    if module == "decomposition":
+        return importlib.import_module("sklearn.decomposition")
+    raise ValueError(f"no scikit-learn peer uses sklearn.{module}")
 
 
 def peer_random_state() -> int:
