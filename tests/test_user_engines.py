@@ -83,6 +83,20 @@ def test_a_sampler_gets_discrete_sites_summed_out_and_recovered(foreign, user_di
     assert np.all(np.abs(z.mean(0) - pz) <= 6 * np.sqrt(pz * (1 - pz) / z.shape[0]) + 1e-9)
 
 
+def test_a_registered_kernel_gets_what_the_built_in_engine_gets(registry):
+    """The zoo's own NUTS registered as a user's sampler: the same draws as the nuts engine
+    (chain groups, seeds, the density and the packaging are one path)."""
+    from inference import samplers
+
+    zoo.register_sampler("nuts_again", samplers.nuts)
+    options = {"num_samples": 60, "warmup": 60, "num_chains": 4, "parallel": False}
+    mine = zoo.run("eight_schools_noncentered", "nuts_again", seed=2, **options)
+    built_in = zoo.run("eight_schools_noncentered", "nuts", seed=2, **options)
+    for site in ("mu", "tau", "eta"):
+        assert np.array_equal(mine.idata.posterior[site], built_in.idata.posterior[site])
+    assert mine.diagnostics["gradient_evals"] == built_in.diagnostics["gradient_evals"]
+
+
 def test_cli_registers_the_sampler_from_a_file(user_dir):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *sys.path])}
     base = [sys.executable, "-m", "zoo"]

@@ -37,11 +37,11 @@ iterations pace the density's decision to compile), and :func:`~.driver.sample_c
 sampler on a model's chains (groups, worker processes, seeds, the batched density). Called with
 a plain function, a kernel's steps run as written.
 
-A new sampler: a module here with its kernel (the parts above do most of the work: MALA is
-Stan's :func:`~.windows.adapted_chains` around a 15-line transition, test_samplers'
-``_mala``), one line below (``name = as_sampler(kernel, "name")``), and its engine
-(:func:`inference.mcmc.grouped_run` on it, as ``nuts_engine`` does, listed in
-:mod:`inference.engines`). The names ``nuts``, ``chees`` and ``hmc`` of this package are the
+A new sampler: a kernel module (the parts above do most of the work: MALA is Stan's
+:func:`~.windows.adapted_chains` around a 15-line transition, test_samplers' ``_mala``), made
+a sampler by ``as_sampler(kernel, "name")`` and registered by ``zoo.register_sampler(name,
+sampler)``, which gives it an engine like ``nuts`` (a plain function meeting the contract
+above registers the same way; its steps then run uncompiled). The names ``nuts``, ``chees`` and ``hmc`` of this package are the
 samplers, not their modules: import a module's other names with ``from
 inference.samplers.nuts import ...``."""
 
