@@ -28,8 +28,9 @@ from scipy.special import logsumexp
 from .advi import FAMILIES, advi
 from .amortised import SubsampledRenyiELBO, first_subsample, pointwise_log_weights
 from .arviz_io import make_run, psis_pareto_k, psis_pareto_k_each
+from .backend import has_compiler
 from .context import EngineContext
-from .density import BatchedDensity, DensityWarning, batched_density, has_compiler
+from .density import BatchedDensity, DensityWarning, batched_density
 from .discrete import enumerated
 from .joint import log_joint_draws
 from .mcmc import chain_seed
