@@ -13,10 +13,12 @@ used; a form that fails or disagrees is dropped with a warning that says why):
               call 140 us against 260 traced) and compiled by TorchInductor (needs a C compiler); a
               sampler's whole step (leapfrog, density and bookkeeping) can be fused into one
               compiled graph (:meth:`BatchedDensity.fuse`);
-``traced``    the same graph, run uncompiled: as TorchScript (``torch.jit.trace`` of the graph,
-              run by TorchScript's C++ interpreter: 2-5 times faster a call than the FX
-              ``GraphModule``'s Python, no compiler needed), or as the ``GraphModule`` where
-              scripting fails or disagrees (``ZOO_TORCHSCRIPT=0`` turns scripting off);
+``traced``    the same graph, run uncompiled: as TorchScript (:func:`inference.backend.script`,
+              run by TorchScript's C++ interpreter: 1.3-4 times faster a call than the FX
+              ``GraphModule``'s Python or ``torch.compile``'s lightest backend, no compiler
+              needed: benchmarks/uncompiled_forms.py), or as the ``GraphModule`` where
+              scripting fails, disagrees or torch is outside the versions it was verified on
+              (``ZOO_TORCHSCRIPT=0`` turns scripting off);
 ``vmap``      ``torch.func.vmap(torch.func.grad_and_value(f))``, eagerly;
 ``loop``      one chain at a time, with autograd.
 
