@@ -210,3 +210,25 @@ def test_no_module_outside_the_backend_uses_private_internals():
             if found:
                 offending.append(f"{path.relative_to(ROOT)}: {sorted(set(found))}")
     assert offending == []
+
+
+def test_without_torchscript_svi_takes_the_plain_elbo_to_the_same_loss():
+    """Pyro's JIT-compiled ELBOs are TorchScript: unverified, the plain ELBO, with the same
+    loss."""
+    from pyro.infer import JitTrace_ELBO, Trace_ELBO
+
+    from inference.svi import make_elbo
+
+    e = zoo.get_model("beta_bernoulli")
+    data = e.load_data()
+    jitted = make_elbo("trace", num_particles=1, max_plate_nesting=1, jit=True)
+    with versions.unverified(versions.TORCHSCRIPT):
+        plain = make_elbo("trace", num_particles=1, max_plate_nesting=1, jit=True)
+    assert isinstance(jitted, JitTrace_ELBO) and type(plain) is Trace_ELBO
+
+    def loss(elbo):  # noqa: ANN001, ANN202
+        pyro.clear_param_store()
+        pyro.set_rng_seed(0)
+        return elbo.loss(e.model, e.guide, **data)
+
+    assert loss(plain) == pytest.approx(loss(jitted), rel=1e-6)

@@ -1,8 +1,9 @@
 """Running a traced aten graph fast: compiled by TorchInductor (:func:`inductor`, with the
 generated code's buffers reused where the caller allows: :func:`reusing`), or uncompiled as
-TorchScript (:func:`script`). Each falls back where torch is not a version it was verified on:
-:func:`inductor` raises (the caller keeps the uncompiled graph), :func:`reusing` gives the
-wrapped call, :func:`script` the FX graph itself."""
+TorchScript (:func:`script`; Pyro's TorchScript ELBOs: :func:`jit_elbo`). Each falls back where
+torch is not a version it was verified on: :func:`inductor` raises (the caller keeps the
+uncompiled graph), :func:`reusing` gives the wrapped call, :func:`script` raises (the caller
+keeps the FX graph), :func:`jit_elbo` gives None (the caller takes the plain ELBO)."""
 
 from __future__ import annotations
 
@@ -57,6 +58,23 @@ def script(graph: torch.fx.GraphModule, example: tuple[torch.Tensor, ...]) -> Ca
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return torch.jit.trace(graph, example, check_trace=False)
+
+
+def jit_elbo(name: str, **kwargs: Any) -> Any:
+    """Pyro's TorchScript-compiled ELBO ``name`` (``trace``, ``meanfield``, ``enum`` or
+    ``graph``), its tracer's warnings off; None where TorchScript is unverified (the caller takes
+    the plain ELBO: the same loss, uncompiled)."""
+    if not TORCHSCRIPT.usable():
+        return None
+    from pyro import infer
+
+    jitted = {
+        "trace": infer.JitTrace_ELBO,
+        "meanfield": infer.JitTraceMeanField_ELBO,
+        "enum": infer.JitTraceEnum_ELBO,
+        "graph": infer.JitTraceGraph_ELBO,
+    }
+    return jitted[name](**kwargs, ignore_jit_warnings=True)
 
 
 def inductor(
