@@ -44,10 +44,11 @@ import torch
 from pyro.infer.mcmc.util import initialize_model
 
 from .backend import (
+    cannot_compile,
     check_per_chain_data,
     failed_factor_as_nan,
     functional,
-    has_compiler,
+    has_compiler,  # noqa: F401 - re-exported: inference.mcmc and tests import it from here
     inductor,
     make_fx,
     policy,
@@ -247,8 +248,8 @@ class BatchedDensity:
         """Compiled mode: the samplers' steps are fused through the graph and compiled on their
         first call (:meth:`fuse`); calls of the density itself run the traced graph until there
         have been ``policy.BARE_COMPILE_AFTER`` of them, then its own compiled form."""
-        if not has_compiler():
-            self.reasons["compiled"] = "no C compiler found"
+        if reason := cannot_compile():
+            self.reasons["compiled"] = reason
             return "traced", self._traced
         self._bare_calls = 0
         return "compiled", self._traced
@@ -270,8 +271,8 @@ class BatchedDensity:
             )
 
     def _compiled(self, graph: Fn) -> tuple[str, Fn]:
-        if not has_compiler():
-            self.reasons["compiled"] = "no C compiler found"
+        if reason := cannot_compile():
+            self.reasons["compiled"] = reason
             return "traced", self._traced
         try:
             probe = self._probe

@@ -15,6 +15,7 @@ internals or TorchScript. Nothing outside this package uses them.
 from .compile import (
     VEC_ISA_ENV,
     VECTORISE_FROM,
+    cannot_compile,
     compile_in_this_process,
     has_compiler,
     inductor,
@@ -34,6 +35,7 @@ __all__ = [
     "VECTORISE_FROM",
     "VEC_ISA_ENV",
     "PrivatePath",
+    "cannot_compile",
     "check_per_chain_data",
     "compile_in_this_process",
     "failed_factor_as_nan",

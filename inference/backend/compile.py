@@ -42,6 +42,14 @@ def has_compiler() -> bool:
     return any(shutil.which(c) for c in ("gcc", "cc", "clang", "g++"))
 
 
+def cannot_compile() -> str:
+    """Why inductor cannot compile here ("" when it can): no C compiler, or a torch outside the
+    versions its use was verified on."""
+    if not has_compiler():
+        return "no C compiler found"
+    return INDUCTOR.reason()
+
+
 def scripting() -> bool:
     """Whether uncompiled graphs run as TorchScript (``ZOO_TORCHSCRIPT=0``: as FX graphs, and
     the samplers' steps eagerly)."""
