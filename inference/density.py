@@ -14,7 +14,7 @@ used; a form that fails or disagrees is dropped with a warning that says why):
               sampler's whole step (leapfrog, density and bookkeeping) can be fused into one
               compiled graph (:meth:`BatchedDensity.fuse`);
 ``traced``    the same graph, run uncompiled: as TorchScript (:func:`inference.backend.script`,
-              run by TorchScript's C++ interpreter: 1.3-4 times faster a call than the FX
+              run by TorchScript's C++ interpreter: 1.1-4.6 times faster a call than the FX
               ``GraphModule``'s Python or ``torch.compile``'s lightest backend, no compiler
               needed: benchmarks/uncompiled_forms.py), or as the ``GraphModule`` where
               scripting fails, disagrees or torch is outside the versions it was verified on

@@ -57,8 +57,9 @@ def scripting() -> bool:
 
 
 def script(graph: torch.fx.GraphModule, example: tuple[torch.Tensor, ...]) -> Callable[..., Any]:
-    """``graph`` as TorchScript (``torch.jit.trace``), run by its C++ interpreter: 2-5 times
-    faster a call than the FX graph's Python (benchmarks/uncompiled_forms.py). Raises where torch
+    """``graph`` as TorchScript (``torch.jit.trace``), run by its C++ interpreter: 1.1-4.6
+    times faster a call than the FX graph's Python or ``torch.compile``'s lightest backend
+    (benchmarks/results/uncompiled_forms.md). Raises where torch
     is outside the versions it was verified on (torch 2.14 deprecates it, with a FutureWarning
     silenced here); the caller keeps the FX graph."""
     if not TORCHSCRIPT.usable():
