@@ -7,7 +7,7 @@ OUT    ?= zoo-report
 SBC_OUT  ?= zoo-sbc
 SBC_REPS ?= 100
 
-.PHONY: report test test-slow lint bench clean sbc
+.PHONY: report test test-slow test-torch-next lint bench clean sbc
 
 # torch==2.13.0 is the CPU build (an unpinned torch pulls a multi-GB CUDA build).
 $(STAMP): pyproject.toml
@@ -26,6 +26,24 @@ test: $(STAMP)
 test-slow: $(STAMP)
 	$(PY) -m pytest -n 2 -m slow
 
+# The newest torch the project supports (pyproject.toml's range), in a venv of its own: the density,
+# sampler and engine tests, which are what touch torch's tracer and compiler (inference/backend).
+NEXT_VENV  := .venv-torch-next
+NEXT_PY    := $(NEXT_VENV)/bin/python
+NEXT_STAMP := $(NEXT_VENV)/.installed-stamp
+NEXT_TORCH ?= 2.14.1
+NEXT_TESTS ?= tests/test_backend.py tests/test_simplify.py tests/test_log_einsum.py \
+	tests/test_samplers.py tests/test_engines.py
+
+$(NEXT_STAMP): pyproject.toml
+	test -x $(NEXT_PY) || $(PYTHON) -m venv $(NEXT_VENV)
+	$(NEXT_PY) -m pip install --quiet --disable-pip-version-check torch==$(NEXT_TORCH)
+	$(NEXT_PY) -m pip install --quiet --disable-pip-version-check -e ".[dev]"
+	touch $(NEXT_STAMP)
+
+test-torch-next: $(NEXT_STAMP)
+	$(NEXT_PY) -m pytest -n 2 $(NEXT_TESTS)
+
 # lint-imports: the layering contracts of pyproject.toml ([tool.importlinter])
 lint: $(STAMP)
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check . && $(VENV)/bin/lint-imports
@@ -39,4 +57,4 @@ bench: $(STAMP)
 	$(PY) benchmarks/engines.py
 
 clean:
-	rm -rf $(VENV) $(OUT) *.egg-info
+	rm -rf $(VENV) $(NEXT_VENV) $(OUT) *.egg-info

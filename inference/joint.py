@@ -1,5 +1,6 @@
 """log p(y, theta_i) for many draws theta_i, discrete sites summed out: vectorised where the model
-broadcasts over draws, one draw at a time otherwise (with a warning saying why)."""
+broadcasts over draws (the tensor contraction behind ``TraceEnum_ELBO``, reduced to the plate
+over draws), one draw at a time otherwise (with a warning saying why)."""
 
 from __future__ import annotations
 
@@ -8,12 +9,29 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
+import torch
 
-from .contraction import log_joint_batch
-from .discrete import log_joint
+from .backend import log_joint_over_plate
+from .discrete import conditioned_batch, empty_guide, enumerated, log_joint
 from .replay import Draws, VectorisationWarning, replay
 from .results import one_line
 from .structure import ModelStructure
+
+
+def log_joint_batch(
+    model: Callable[..., Any],
+    data: Mapping[str, Any],
+    draws: Draws,
+    n: int,
+    structure: ModelStructure,
+) -> np.ndarray:
+    """log p(data, draw_i) with the discrete sites summed out, one number per draw (tensor message
+    passing, as TraceEnum_ELBO does, contracted down to the plate over draws)."""
+    nesting = structure.max_plate_nesting
+    conditioned = enumerated(conditioned_batch(model, data, draws, n, -1 - nesting))
+    with torch.no_grad():
+        total = log_joint_over_plate(conditioned, empty_guide, data, nesting + 1, "_draws", n)
+    return total.numpy()
 
 
 def log_joint_draws(

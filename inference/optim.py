@@ -15,11 +15,10 @@ from pyro.infer import autoguide as ag
 from pyro.infer import util as infer_util
 from pyro.optim.clipped_adam import ClippedAdam
 from pyro.poutine.messenger import Messenger
-from pyro.poutine.subsample_messenger import _Subsample
 from tqdm.auto import tqdm
 
+from .backend import log_contraction
 from .context import EngineContext
-from .density import log_contraction
 from .discrete import enumerated
 from .reference import in_float64
 from .results import NumericalFailure, one_line
@@ -68,8 +67,11 @@ class Subsample(Messenger):
         self.size = size
 
     def _pyro_sample(self, msg: Any) -> None:
+        # a plate's index site: its distribution has the plate's size and a subsample size
+        # (Pyro's own class for it is private)
         fn = msg["fn"]
-        if isinstance(fn, _Subsample) and msg["value"] is None and fn.subsample_size is None:
+        index_site = getattr(fn, "subsample_size", 0) is None and hasattr(fn, "size")
+        if index_site and msg["value"] is None:
             if fn.size > self.size:
                 msg["value"] = torch.randperm(fn.size)[: self.size]
 

@@ -10,12 +10,13 @@ from __future__ import annotations
 import gc
 import multiprocessing
 import os
-import sys
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any, TypeVar
 
 import torch
+
+from .backend import compile_in_this_process
 
 T = TypeVar("T")
 _task: Callable[[int], Any] | None = None
@@ -44,12 +45,7 @@ def _init_worker() -> None:
         gc.freeze()
     _in_worker = True
     torch.set_num_threads(1)
-    # torch.compile in a forked worker: the parent's compile thread pool did not survive the
-    # fork (its futures never complete), so compile in this process, synchronously
-    os.environ["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
-    inductor_config = sys.modules.get("torch._inductor.config")
-    if inductor_config is not None:
-        inductor_config.compile_threads = 1
+    compile_in_this_process()
 
 
 def _call(i: int) -> Any:

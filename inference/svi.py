@@ -13,23 +13,15 @@ import numpy as np
 import pyro
 import pyro.poutine as poutine
 import torch
-from pyro.infer import (
-    JitTrace_ELBO,
-    JitTraceEnum_ELBO,
-    JitTraceGraph_ELBO,
-    JitTraceMeanField_ELBO,
-    Trace_ELBO,
-    TraceEnum_ELBO,
-    TraceGraph_ELBO,
-    TraceMeanField_ELBO,
-)
+from pyro.infer import Trace_ELBO, TraceEnum_ELBO, TraceGraph_ELBO, TraceMeanField_ELBO
 from scipy.special import logsumexp
 
 from .advi import FAMILIES, advi
 from .amortised import SubsampledRenyiELBO, first_subsample, pointwise_log_weights
 from .arviz_io import make_run, psis_pareto_k, psis_pareto_k_each
+from .backend import has_compiler, jit_elbo
 from .context import EngineContext
-from .density import BatchedDensity, DensityWarning, batched_density, has_compiler
+from .density import BatchedDensity, DensityWarning, batched_density
 from .discrete import enumerated
 from .joint import log_joint_draws
 from .mcmc import chain_seed
@@ -59,15 +51,17 @@ def make_elbo(
     ``minibatches`` (the data subsampled) their particles are vectorised, so that they share
     one minibatch."""
     kw = dict(num_particles=num_particles, max_plate_nesting=max_plate_nesting)
-    jit_kw = dict(kw, ignore_jit_warnings=True)
+    jitted = jit_elbo(name, **kw) if jit and name in JIT_ELBOS else None
+    if jitted is not None:
+        return jitted
     if name == "trace":
-        return JitTrace_ELBO(**jit_kw) if jit else Trace_ELBO(**kw)
+        return Trace_ELBO(**kw)
     if name == "meanfield":
-        return JitTraceMeanField_ELBO(**jit_kw) if jit else TraceMeanField_ELBO(**kw)
+        return TraceMeanField_ELBO(**kw)
     if name == "enum":
-        return JitTraceEnum_ELBO(**jit_kw) if jit else TraceEnum_ELBO(**kw)
+        return TraceEnum_ELBO(**kw)
     if name == "graph":
-        return JitTraceGraph_ELBO(**jit_kw) if jit else TraceGraph_ELBO(**kw)
+        return TraceGraph_ELBO(**kw)
     if name in ("iwae", "renyi"):
         if num_particles < 2:
             raise ZooError(f"elbo={name!r} needs num_particles >= 2 (got {num_particles})")

@@ -93,8 +93,8 @@ def test_vectorised_helpers_equal_the_per_draw_ones(name):
     MAP assignment give the same numbers as one draw at a time."""
     import pyro
 
-    from inference.contraction import log_joint_batch
     from inference.discrete import _draw_batch, _draw_each, log_joint
+    from inference.joint import log_joint_batch
     from inference.replay import batched
 
     entry = zoo.get_model(name)

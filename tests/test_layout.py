@@ -20,7 +20,10 @@ LAZY_OK = {
     "zoo/cli.py",  # the CLI imports torch lazily so that `zoo --help` is instant
     "datasets/__init__.py",  # scikit-learn (a second) and pandas only when a loader runs
     "inference/arviz_io.py",  # ArviZ on first use: listing or registering models needs none
-    "inference/density.py",  # TorchInductor (half a second) only when a step is compiled
+    # torch's and Pyro's private parts only where their versions are verified (backend/versions)
+    "inference/backend/compile.py",  # and TorchInductor (half a second) only when compiling
+    "inference/backend/contraction.py",
+    "inference/backend/tracing.py",
 }
 
 

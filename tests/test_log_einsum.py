@@ -1,5 +1,5 @@
 """The log-space einsum that sums enumerated sites out of the traced density
-(inference.density.log_einsum): Pyro's numbers and gradients, in fewer graph nodes."""
+(inference.backend.contraction.log_einsum): Pyro's numbers and gradients, in fewer graph nodes."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import pytest
 import torch
 from opt_einsum.backends import dispatch
 
-from inference import density as D
+from inference.backend import contraction as D
+from inference.density import batched_density
 from inference.discrete import enumerated
 from zoo.registry import get_model
 
@@ -46,7 +47,7 @@ def test_the_log_einsum_gives_pyros_values_and_gradients(equation, shapes, monke
         ops[0][0] = NEG  # a row of impossible states: -inf out, no nan in or out
     want_in = [x.clone().requires_grad_(True) for x in ops]
     got_in = [x.clone().requires_grad_(True) for x in ops]
-    with D._functional():  # the safe log both use inside the density
+    with D.functional():  # the safe log both use inside the density
         want = pyro_einsum(equation, *want_in)
         got = D.log_einsum(equation, *got_in)
     assert pyros == ([equation] if equation == CASES[-1][0] else [])
@@ -66,7 +67,7 @@ def test_the_density_with_states_summed_out_equals_pyros_own(name):
     Pyro runs it (its own einsum, validation on), chain by chain at fresh points; and the
     contraction's graph is smaller (hmm: 1843 nodes with Pyro's einsum)."""
     e = get_model(name)
-    density = D.batched_density(e.model, e.load_data(), e.structure, 3)
+    density = batched_density(e.model, e.load_data(), e.structure, 3)
     assert dispatch._cached_funcs.get(("einsum", D._LOG_BACKEND)) is not D.log_einsum
     for x in density._fresh:
         values, _ = density(x)
@@ -83,7 +84,7 @@ def test_svi_sums_the_states_out_by_the_log_einsum_to_pyros_elbo(monkeypatch):
     import pyro
     from pyro.infer import TraceEnum_ELBO
 
-    from inference.density import log_contraction
+    from inference.backend import log_contraction
 
     e = get_model("hmm")
     data = e.load_data()

@@ -28,6 +28,7 @@ from torch._higher_order_ops.effects import has_effects
 from torch.distributions import constraints
 from torch.fx.experimental.proxy_tensor import make_fx
 
+import inference.backend as backend
 import zoo
 from inference import density as density_module
 from inference import samplers
@@ -220,7 +221,7 @@ def test_auto_compile_weighs_the_compile_against_what_it_saves(monkeypatch, conf
     small = batched_density(e.model, e.load_data(), e.structure, 3)
     big = zoo.get_model("hmm")
     large = batched_density(big.model, big.load_data(), big.structure, 3)
-    assert density_module.COMPILE_S < small.compile_cost_s() < large.compile_cost_s()
+    assert backend.policy.COMPILE_S < small.compile_cost_s() < large.compile_cost_s()
 
 
 def test_a_compile_is_priced_with_the_nodes_its_fused_step_adds():
@@ -229,7 +230,7 @@ def test_a_compile_is_priced_with_the_nodes_its_fused_step_adds():
     each run starts from the density's own price."""
     e = zoo.get_model("beta_bernoulli")
     d = batched_density(e.model, e.load_data(), e.structure, 2)
-    step = density_module.COMPILE_S_PER_NODE * NUTS_STEP_NODES
+    step = backend.policy.COMPILE_S_PER_NODE * NUTS_STEP_NODES
     prices = {}
     for sampler, options in ((samplers.nuts, NUTS_TEST_DEPTH), (samplers.hmc, {})):
         d.start_run(auto_compile=False)
@@ -306,13 +307,11 @@ def test_a_failed_cholesky_rejects_its_chain_and_the_compiled_graph_is_cached(re
             want = d.log_density(x)
         assert float(value[b]) == pytest.approx(float(want), rel=1e-5)
     before = counters["inductor"]["fxgraph_cache_bypass"]
-    density_module._inductor(d._graph, [theta], rows=3)
+    backend.inductor(d._graph, [theta], rows=3)
     assert counters["inductor"]["fxgraph_cache_bypass"] == before
 
 
-@pytest.mark.parametrize(
-    "rows", [1, density_module.VECTORISE_FROM - 1, density_module.VECTORISE_FROM]
-)
+@pytest.mark.parametrize("rows", [1, backend.VECTORISE_FROM - 1, backend.VECTORISE_FROM])
 def test_inductor_writes_scalar_cpu_code_for_small_batches(monkeypatch, rows):
     """A few chains compile to scalar code (vector code costs a third of a cold compile there
     and gains nothing); from VECTORISE_FROM rows on, inductor picks its vector ISA."""
@@ -326,8 +325,8 @@ def test_inductor_writes_scalar_cpu_code_for_small_batches(monkeypatch, rows):
         return lambda args: graph(*args)
 
     monkeypatch.setattr(compile_fx, "compile_fx_inner", compile_)
-    fn = density_module._inductor(lambda x: (x.sin(),), [torch.ones(rows, 2)], rows=rows)
-    assert seen == [1 if rows < density_module.VECTORISE_FROM else None]
+    fn = backend.inductor(lambda x: (x.sin(),), [torch.ones(rows, 2)], rows=rows)
+    assert seen == [1 if rows < backend.VECTORISE_FROM else None]
     assert inductor.config.cpp.simdlen is None  # the setting does not leak out
     assert torch.equal(fn(torch.zeros(rows, 2))[0], torch.zeros(rows, 2))
 
@@ -347,12 +346,12 @@ def test_inductor_trusts_the_cpus_instruction_sets_without_building_probes(monke
         return True
 
     monkeypatch.setattr(cpu_vec_isa.VecISA, "check_build", check_build)
-    monkeypatch.delenv(density_module.VEC_ISA_ENV, raising=False)
+    monkeypatch.delenv(backend.VEC_ISA_ENV, raising=False)
     cpu_vec_isa.valid_vec_isa_list.cache_clear()  # each process asks once; ask afresh here
     try:
-        for rows in (2, density_module.VECTORISE_FROM):
+        for rows in (2, backend.VECTORISE_FROM):
             x = torch.linspace(-1, 1, 2 * rows).reshape(rows, 2)
-            fn = density_module._inductor(make_fx(lambda x: (x.sin() * 3,))(x), [x], rows=rows)
+            fn = backend.inductor(make_fx(lambda x: (x.sin() * 3,))(x), [x], rows=rows)
             torch.testing.assert_close(fn(x)[0], x.sin() * 3)
     finally:
         cpu_vec_isa.valid_vec_isa_list.cache_clear()

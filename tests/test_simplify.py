@@ -1,5 +1,5 @@
-"""The traced density's graph simplification (inference.simplify): fewer nodes, the same numbers,
-and nothing folded that must be computed afresh on each call."""
+"""The traced density's graph simplification (inference.backend.simplify): fewer nodes, the same
+numbers, and nothing folded that must be computed afresh on each call."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from inference import density as D
-from inference.simplify import simplify
+from inference.backend import functional, simplify
 from zoo.registry import get_model
 
 aten = torch.ops.aten
@@ -75,11 +75,11 @@ def test_a_model_density_graph_shrinks_and_keeps_its_values():
     dens = D.BatchedDensity(entry.model, entry.load_data(), entry.structure, 4)
     kept = len(dens._graph.graph.nodes)
     raw = make_fx(lambda t: D.sanitised(*dens._vmapped()(t)))
-    with D._functional():
+    with functional():
         unsimplified = len(raw(dens._probe).graph.nodes)
     assert kept < 0.7 * unsimplified  # 107 of 191 nodes kept when written
     for x in dens._fresh:
-        with D._functional():
+        with functional():
             want = dens._loop(x)
         for a, b in zip(dens(x), want, strict=True):
             torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)

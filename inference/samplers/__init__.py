@@ -41,9 +41,9 @@ A new sampler: a kernel module (the parts above do most of the work: MALA is Sta
 :func:`~.windows.adapted_chains` around a 15-line transition, test_samplers' ``_mala``), made
 a sampler by ``as_sampler(kernel, "name")`` and registered by ``zoo.register_sampler(name,
 sampler)``, which gives it an engine like ``nuts`` (a plain function meeting the contract
-above registers the same way; its steps then run uncompiled). The names ``nuts``, ``chees`` and ``hmc`` of this package are the
-samplers, not their modules: import a module's other names with ``from
-inference.samplers.nuts import ...``."""
+above registers the same way; its steps then run uncompiled). The names ``nuts``, ``chees``
+and ``hmc`` of this package are the samplers, not their modules: import a module's other names
+with ``from inference.samplers.nuts import ...``."""
 
 from __future__ import annotations
 

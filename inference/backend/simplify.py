@@ -23,7 +23,9 @@ where the graph mutates it; a value the graph returns is computed on each call (
 inputs), so a caller never holds the graph's own constant. The result computes the same
 numbers up to the rounding of the constants' order of operations (and the sign of a zero:
 ``x + 0``); :class:`inference.density.BatchedDensity` checks it against the model's eager
-density at fresh points before using it, as it checks every form.
+density at fresh points before using it, as it checks every form. Where torch is outside the
+versions this was verified on (:data:`inference.backend.versions.SIMPLIFY`), the graph is left
+as traced.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ from typing import Any
 
 import torch
 from torch.fx import GraphModule, Node
+
+from .versions import SIMPLIFY
 
 aten = torch.ops.aten
 
@@ -83,6 +87,8 @@ MAX_FOLD_NUMEL = 1 << 20
 def simplify(gm: GraphModule) -> int:
     """Fold constants, drop identities and merge common subexpressions of ``gm`` (an aten
     graph from ``make_fx``) in place; returns how many nodes it removed."""
+    if not SIMPLIFY.usable():
+        return 0
     before = len(gm.graph.nodes)
     pinned = _written(gm.graph)
     _fold(gm, pinned)
