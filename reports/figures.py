@@ -40,11 +40,11 @@ from pyro.poutine.util import site_is_subsample
 from scipy import stats
 from scipy.optimize import linear_sum_assignment
 
-from inference.arviz_io import _quiet, arviz, to_inference_data
-from inference.replay import replay_one
-from inference.results import Comparison, Density, GroundTruth, Run
-from inference.runtime import seeded
-from inference.structure import trace_model
+from zoo_inference.arviz_io import _quiet, arviz, to_inference_data
+from zoo_inference.replay import replay_one
+from zoo_inference.results import Comparison, Density, GroundTruth, Run
+from zoo_inference.runtime import seeded
+from zoo_inference.structure import trace_model
 
 if TYPE_CHECKING:
     import xarray as xr

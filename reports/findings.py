@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from inference.results import GroundTruth, Run
+from zoo_inference.results import GroundTruth, Run
 
 MEAN_TOL = 0.1  # posterior sd: smaller mean errors are never reported as errors
 SD_TOL = 0.05  # relative: smaller sd errors are never reported as errors

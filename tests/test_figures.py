@@ -18,11 +18,11 @@ from matplotlib import image as mpimg
 from scipy import stats
 from seeding import shifted
 
-import reports
 import zoo
-from inference.arviz_io import arviz
-from reports import figures as F
+import zoo_reports as reports
 from zoo.registry import isolated
+from zoo_inference.arviz_io import arviz
+from zoo_reports import figures as F
 
 
 @pytest.fixture(scope="module")

@@ -11,14 +11,21 @@ import pytest
 import zoo
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("datasets", "inference", "reports", "zoo")
+# each package's folder and the name it is installed (imported) under
+FOLDERS = {
+    "zoo_datasets": "datasets",
+    "zoo_inference": "inference",
+    "zoo_reports": "reports",
+    "zoo": "zoo",
+}
+PACKAGES = tuple(FOLDERS)
 # what each package (or part) may import from the project
 ALLOWED = {
-    "datasets": set(),
-    "inference": {"inference"},
-    "reports": {"reports", "inference"},
-    "zoo.models": {"zoo", "datasets"},  # the public façade only: `import zoo`
-    "zoo": {"zoo", "inference", "reports", "datasets"},
+    "zoo_datasets": set(),
+    "zoo_inference": {"zoo_inference"},
+    "zoo_reports": {"zoo_reports", "zoo_inference"},
+    "zoo.models": {"zoo", "zoo_datasets"},  # the public façade only: `import zoo`
+    "zoo": {"zoo", "zoo_inference", "zoo_reports", "zoo_datasets"},
 }
 LAZY_OK = {
     "zoo/cli.py",  # the CLI imports torch lazily so that `zoo --help` is instant
@@ -30,10 +37,10 @@ LAZY_OK = {
 
 def modules() -> dict[str, Path]:
     out = {}
-    for pkg in PACKAGES:
-        for path in sorted((ROOT / pkg).rglob("*.py")):
-            rel = path.relative_to(ROOT).with_suffix("")
-            name = ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
+    for pkg, folder in FOLDERS.items():
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            rel = path.relative_to(ROOT / folder).with_suffix("")
+            name = ".".join([pkg, *(rel.parts[:-1] if rel.name == "__init__" else rel.parts)])
             out[name] = path
     return out
 
@@ -121,7 +128,7 @@ def test_no_cycles_between_modules(package):
 
 def test_the_readme_table_lists_every_engine_with_its_options():
     """Engines are declared once (inference/engines.py); the README's table must keep up."""
-    from inference.engines import GENERIC_ENGINES
+    from zoo_inference.engines import GENERIC_ENGINES
 
     readme = (ROOT / "README.md").read_text()
     rows = {

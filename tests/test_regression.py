@@ -12,7 +12,6 @@ from seeding import shifted
 from sklearn.linear_model import LinearRegression, LogisticRegression, Ridge
 
 import zoo
-from datasets import load_breast_cancer, load_diabetes, standardise
 from zoo.models.regression import (
     diabetes_data,
     gaussian_posterior,
@@ -22,6 +21,7 @@ from zoo.models.regression import (
     ridge_primal,
     rls_scalar,
 )
+from zoo_datasets import load_breast_cancer, load_diabetes, standardise
 
 BLR = zoo.get_model("bayesian_linear_regression")
 LINREG = zoo.get_model("linear_regression")

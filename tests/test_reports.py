@@ -15,14 +15,14 @@ import pandas as pd
 import pytest
 from seeding import shifted
 
-import reports
 import zoo
-from inference import Comparison, Evidence, Run
-from inference.arviz_io import make_run
-from reports.findings import accuracy_level
+import zoo_reports as reports
 from zoo import sweep
 from zoo.api import comparison
 from zoo.sweep import largest_first, plan_report
+from zoo_inference import Comparison, Evidence, Run
+from zoo_inference.arviz_io import make_run
+from zoo_reports.findings import accuracy_level
 
 # ----------------------------------------------------------------------------- helpers
 
@@ -263,7 +263,7 @@ def test_failed_engine_is_a_failed_cell() -> None:
 
 
 def test_json_is_strict() -> None:
-    from inference.serialize import dumps
+    from zoo_inference.serialize import dumps
 
     text = dumps({"a": float("nan"), "b": np.float32(1.5), "c": np.arange(3), "d": (np.inf,)})
     assert json.loads(text) == {"a": None, "b": 1.5, "c": [0, 1, 2], "d": [None]}
@@ -492,7 +492,7 @@ def test_a_variant_can_fix_model_arguments(registry) -> None:
     import pyro.distributions as dist
     import torch
 
-    from reports.findings import findings
+    from zoo_reports.findings import findings
 
     y = torch.tensor([0.1, -0.3, 0.2, 0.0, 12.0])  # one gross outlier
 
@@ -547,8 +547,8 @@ def test_decoded_paths_figure_shows_each_engines_states() -> None:
     """hmm's page draws the hidden states per engine: a point estimate's share of draws in each
     state is its decoded path (forward_backward's and hmmlearn's Viterbi paths, each equal to
     the Viterbi path recomputed here), and the figure is on the page."""
-    from reports.figures import state_shares
     from zoo.models.sequential import _symbols, viterbi
+    from zoo_reports.figures import state_shares
 
     cmp = zoo.compare("hmm", ["forward_backward", "hmmlearn"], progress=False)
     x = zoo.get_model("hmm").load_data()["x"]
@@ -588,7 +588,7 @@ def diag_run(engine: str = "nuts", **diagnostics) -> Run:
 def test_a_status_is_ok_only_where_the_runs_diagnostics_pass() -> None:
     """The thresholds of reports.findings, on each side: R-hat, ESS, divergences, Pareto k-hat
     (not of a point estimate), an engine's own caveat first (its k-hat not said twice)."""
-    from reports.findings import MAX_PARETO_K, MAX_R_HAT, MIN_ESS, assess
+    from zoo_reports.findings import MAX_PARETO_K, MAX_R_HAT, MIN_ESS, assess
 
     assert assess(diag_run(max_r_hat=MAX_R_HAT, min_ess_bulk=MIN_ESS, divergences=0)).status == "ok"
     mh = assess(diag_run("mh", max_r_hat=1.87, min_ess_bulk=3.0, divergences=0))
@@ -621,7 +621,7 @@ def test_an_elbo_still_rising_is_not_converged() -> None:
     """The last 10% of steps against the 10% before: a rise beyond 3 standard errors and beyond
     1% of the run's whole rise is unconverged; a flat noisy tail, a creeping one and a trace too
     short to judge are not flagged (deterministic traces: no seed to be lucky with)."""
-    from reports.findings import assess, elbo_rise
+    from zoo_reports.findings import assess, elbo_rise
 
     steps = np.arange(400)
     wiggle = np.where(steps % 2 == 0, 1.0, -1.0)  # sd 1 noise, mean 0
@@ -668,7 +668,7 @@ def test_unreliable_runs_are_marked_so_on_the_page_and_in_the_index() -> None:
 
 
 def test_findings_are_ranked_by_distance_from_the_truth() -> None:
-    from reports.findings import Finding, rank_findings
+    from zoo_reports.findings import Finding, rank_findings
 
     found = [
         Finding(None, "reference", "info", "against nuts"),
@@ -798,7 +798,7 @@ def synthetic_models():
 
 
 def test_zoo_summary_says_where_each_engine_wins_and_fails() -> None:
-    from reports.findings import zoo_findings
+    from zoo_reports.findings import zoo_findings
 
     found = zoo_findings(synthetic_models(), ["svi", "nuts", "mh", "laplace"])
     text = {f.engine: f.text for f in found}
@@ -847,7 +847,7 @@ def test_index_summary_folds_the_models_own_algorithms_below_the_generic_engines
 
 
 def test_index_columns_fit_generic_engines_and_one_reference_column() -> None:
-    from reports.render import index_column, index_columns
+    from zoo_reports.render import index_column, index_columns
 
     models = synthetic_models()
     assert index_columns(models) == ["svi", "nuts", "mh", "laplace", "reference"]

@@ -26,9 +26,9 @@ from torch.distributions import constraints
 from torch.fx.experimental.proxy_tensor import make_fx
 
 import zoo
-from inference import density as density_module
-from inference import samplers
-from inference.density import DensityWarning, batched_density, has_compiler
+from zoo_inference import density as density_module
+from zoo_inference import samplers
+from zoo_inference.density import DensityWarning, batched_density, has_compiler
 
 # models with a fixed joint density of continuous latents (amortised models that draw their
 # own minibatches have none: their sites are those of a random 100 of the images)
@@ -593,7 +593,7 @@ def test_a_run_under_the_device_context_takes_the_cpu_runs_draws(monkeypatch, en
     traced graph, its compiled and fused forms) and the sampler run with torch's default device
     set by the device's context, as a GPU run does. The draws equal those of a plain run, so no
     tensor of a run escapes the device's context, and ``device="cpu"`` is the default run."""
-    from inference import mcmc
+    from zoo_inference import mcmc
 
     kw = dict(num_samples=40, warmup=40, num_chains=16, jit=True, seed=shifted(4))
     with warnings.catch_warnings(record=True) as caught:

@@ -6,9 +6,9 @@ from __future__ import annotations
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from inference import density as D
-from inference.simplify import simplify
 from zoo.registry import get_model
+from zoo_inference import density as D
+from zoo_inference.simplify import simplify
 
 aten = torch.ops.aten
 

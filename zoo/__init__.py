@@ -24,21 +24,21 @@ except PackageNotFoundError:  # running from a source tree that is not installed
     __version__ = "0+unknown"
 
 _PUBLIC = {
-    "Comparison": "inference",
-    "Draws": "inference",
-    "Estimate": "inference",
-    "Evidence": "inference",
-    "Factors": "inference",
-    "GroundTruth": "inference",
-    "Run": "inference",
-    "ZooError": "inference",
-    "gauss_legendre": "inference",
-    "in_float64": "inference",
-    "network": "inference",
-    "pointwise_log_weights": "inference",
-    "Config": "inference.config",
-    "config": "inference.config",
-    "configure": "inference.config",
+    "Comparison": "zoo_inference",
+    "Draws": "zoo_inference",
+    "Estimate": "zoo_inference",
+    "Evidence": "zoo_inference",
+    "Factors": "zoo_inference",
+    "GroundTruth": "zoo_inference",
+    "Run": "zoo_inference",
+    "ZooError": "zoo_inference",
+    "gauss_legendre": "zoo_inference",
+    "in_float64": "zoo_inference",
+    "network": "zoo_inference",
+    "pointwise_log_weights": "zoo_inference",
+    "Config": "zoo_inference.config",
+    "config": "zoo_inference.config",
+    "configure": "zoo_inference.config",
     "compare": "zoo.api",
     "run": "zoo.api",
     "ModelEntry": "zoo.registry",
@@ -80,7 +80,18 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from inference import (
+    from zoo.api import compare, run
+    from zoo.registry import (
+        ModelEntry,
+        get_model,
+        isolated,
+        list_models,
+        register,
+        unregister,
+    )
+    from zoo.sbc import sbc
+    from zoo.sweep import report
+    from zoo_inference import (
         Comparison,
         Draws,
         Estimate,
@@ -94,18 +105,7 @@ if TYPE_CHECKING:
         network,
         pointwise_log_weights,
     )
-    from inference.config import Config, config, configure
-    from zoo.api import compare, run
-    from zoo.registry import (
-        ModelEntry,
-        get_model,
-        isolated,
-        list_models,
-        register,
-        unregister,
-    )
-    from zoo.sbc import sbc
-    from zoo.sweep import report
+    from zoo_inference.config import Config, config, configure
 
 
 def __getattr__(name: str) -> Any:

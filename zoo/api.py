@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from inference import (
+from zoo_inference import (
     GENERIC_ENGINES,
     Comparison,
     EngineContext,
@@ -20,9 +20,9 @@ from inference import (
     check_options,
     inspect_model,
 )
-from inference.accuracy import comparison_table
-from inference.results import one_line
-from inference.runtime import interactive, own_param_store, seeded, threads
+from zoo_inference.accuracy import comparison_table
+from zoo_inference.results import one_line
+from zoo_inference.runtime import interactive, own_param_store, seeded, threads
 
 from .registry import ModelEntry, get_model
 from .validation import check_data

@@ -21,8 +21,8 @@ from typing import Any
 
 import torch
 
-from datasets.synthetic import prior_predictive
-from inference import (
+from zoo_datasets.synthetic import prior_predictive
+from zoo_inference import (
     GENERIC_ENGINES,
     EngineSpec,
     GroundTruth,
@@ -36,9 +36,9 @@ from inference import (
     truth_from_distributions,
     variant_spec,
 )
-from inference.reference import describe_distributions, in_float64
-from inference.results import one_line
-from inference.runtime import seeded
+from zoo_inference.reference import describe_distributions, in_float64
+from zoo_inference.results import one_line
+from zoo_inference.runtime import seeded
 
 from .companions import Companion
 

@@ -40,9 +40,9 @@ from pyro.poutine.util import site_is_subsample
 from scipy import stats
 from tqdm.auto import tqdm
 
-from inference import Run, ZooError, check_options, mcmc, samplers
-from inference.arviz_io import make_run
-from inference.calibration import (
+from zoo_inference import Run, ZooError, check_options, mcmc, samplers
+from zoo_inference.arviz_io import make_run
+from zoo_inference.calibration import (
     UNIFORM_SD,
     bin_edges,
     binned,
@@ -51,13 +51,13 @@ from inference.calibration import (
     ranks,
     uniformity,
 )
-from inference.context import EngineContext
-from inference.engines import budget
-from inference.results import one_line, site_rows
-from inference.runtime import interactive, seeded, threads
-from inference.serialize import dumps
-from reports.figures import FigureImage, to_base64_png
-from reports.render import now_utc, render, to_csv, versions
+from zoo_inference.context import EngineContext
+from zoo_inference.engines import budget
+from zoo_inference.results import one_line, site_rows
+from zoo_inference.runtime import interactive, seeded, threads
+from zoo_inference.serialize import dumps
+from zoo_reports.figures import FigureImage, to_base64_png
+from zoo_reports.render import now_utc, render, to_csv, versions
 
 from . import api
 from .files import check_writable, locked, write_atomically

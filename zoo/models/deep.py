@@ -36,7 +36,7 @@ from torch import nn
 from torch.nn.functional import one_hot, softplus
 
 import zoo
-from datasets import load_digits_split
+from zoo_datasets import load_digits_split
 
 LATENT = 8  # latent dimensions d (the seed's 128 is for 28x28 MNIST; the digits are 8x8)
 HIDDEN = 128  # units of each network's one hidden layer

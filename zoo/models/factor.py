@@ -16,7 +16,7 @@ from torch.distributions import biject_to, transform_to
 from tqdm.auto import tqdm
 
 import zoo
-from datasets import load_digits
+from zoo_datasets import load_digits
 
 # ------------------------------------------------------------------------------- shared
 

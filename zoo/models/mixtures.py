@@ -16,7 +16,7 @@ from scipy.special import logsumexp, ndtr, ndtri
 from tqdm.auto import tqdm
 
 import zoo
-from datasets import load_faithful
+from zoo_datasets import load_faithful
 
 # ------------------------------------------------------------------------------ three_coin
 

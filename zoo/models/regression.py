@@ -21,7 +21,7 @@ import torch
 from pyro.distributions import constraints
 
 import zoo
-from datasets import load_breast_cancer, load_diabetes, standardise
+from zoo_datasets import load_breast_cancer, load_diabetes, standardise
 
 # ------------------------------------------------------------------------------ shared helpers
 

@@ -27,7 +27,7 @@ from scipy.special import logsumexp
 from scipy.stats import norm
 
 import zoo
-from datasets import load_nile
+from zoo_datasets import load_nile
 
 from .mixtures import SortedNormal
 
