@@ -699,7 +699,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
             p.error("--draws and --warmup need at least 4")
     if args.zoo_chains is not None and args.zoo_chains < 1:
         p.error("--zoo-chains must be a positive integer")
-    from inference.runtime import device_of
+    from zoo_inference.runtime import device_of
 
     try:
         args.device = str(device_of(args.device))

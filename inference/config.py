@@ -34,7 +34,7 @@ import difflib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, Literal
 
 from .results import ZooError
 
@@ -62,7 +62,7 @@ class Config:
     """
 
     auto_compile: bool = True
-    uncompiled: str = "torchscript"
+    uncompiled: Literal["torchscript", "fx"] = "torchscript"
     code_version: str | None = None
 
 
@@ -74,6 +74,8 @@ ENVIRONMENT = {
 TORCHSCRIPT_ENV = "ZOO_TORCHSCRIPT"  # the older switch for ``uncompiled``: 0 is "fx"
 _NAMES = tuple(f.name for f in fields(Config))
 _changes: dict[str, Any] = {}  # what configure() set, over the environment's defaults
+_environment: dict[str, Any] | None = None  # the environment's settings, read at first use
+_current: Config | None = None  # config(), until configure() changes something
 
 
 def _check(name: str, value: Any, source: str) -> Any:
@@ -96,10 +98,6 @@ def _flag(variable: str, text: str) -> bool:
     if word in _TRUE or word in _FALSE:
         return word in _TRUE
     raise ZooError(f"environment variable {variable}={text!r}: use 1 or 0 (true/false, yes/no)")
-
-
-_environment: dict[str, Any] | None = None  # the environment's settings, read at first use
-_current: Config | None = None  # config(), until configure() changes something
 
 
 def _from_environment(environ: Mapping[str, str]) -> dict[str, Any]:
@@ -150,13 +148,13 @@ def configure(**changes: Any) -> contextlib.AbstractContextManager[Config]:
     or ``with zoo.configure(auto_compile=False): ...`` for a block, after which the settings are
     back as they were. A name that is not a setting, or a value of the wrong kind, raises
     :class:`ZooError` and changes nothing."""
+    global _current
     for name in changes:
         if name not in _NAMES:
             close = difflib.get_close_matches(name, _NAMES, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise ZooError(f"unknown setting {name!r}{hint}; settings: {', '.join(_NAMES)}")
     checked = {k: _check(k, v, "configure") for k, v in changes.items()}
-    global _current
     before = dict(_changes)
     _changes.update(checked)
     _current = None

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from inference.results import GroundTruth, Run
+from zoo_inference.results import GroundTruth, Run
 
 from .status import Assessment, assess, explain_failure, is_finite, weighed_against
 

@@ -23,9 +23,9 @@ import jinja2
 import numpy as np
 import pandas as pd
 
-from inference.engines import GENERIC_ENGINES
-from inference.results import Comparison, Run
-from inference.serialize import dumps, frame_records, run_record
+from zoo_inference.engines import GENERIC_ENGINES
+from zoo_inference.results import Comparison, Run
+from zoo_inference.serialize import dumps, frame_records, run_record
 
 from .extras import page_extras
 from .figures import FigureImage
@@ -97,7 +97,7 @@ THRESHOLDS = {
 def environment() -> jinja2.Environment:
     """The one renderer: templates from ``reports/templates``; ``*.html.j2`` autoescaped."""
     env = jinja2.Environment(
-        loader=jinja2.PackageLoader("reports", "templates"),
+        loader=jinja2.PackageLoader("zoo_reports", "templates"),
         autoescape=jinja2.select_autoescape(
             enabled_extensions=("html.j2", "html"),
             disabled_extensions=("md.j2", "md"),

@@ -15,8 +15,8 @@ import pytest
 import torch
 
 import zoo
-from inference.advi import GRADIENTS, LOG_2PI
-from inference.results import ZooError
+from zoo_inference.advi import GRADIENTS, LOG_2PI
+from zoo_inference.results import ZooError
 
 
 def gaussian_density(mean: torch.Tensor, prec: torch.Tensor):

@@ -10,9 +10,9 @@ import sys
 import pytest
 
 import zoo
-from inference import config as config_module
-from inference.density import batched_density
 from zoo import store
+from zoo_inference import config as config_module
+from zoo_inference.density import batched_density
 
 
 def test_the_defaults_and_the_environment_variables_that_give_them():

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 import zoo
-from inference import inspect_model
-from inference.engines import GENERIC_ENGINES, REFERENCE_BUDGETS, budget
+from zoo_inference import inspect_model
+from zoo_inference.engines import GENERIC_ENGINES, REFERENCE_BUDGETS, budget
 
 # Sizes: each engine's "check" budget, declared with the engine (inference/engines.py).
 SMOKE = {name: budget(name, "check") for name in [*GENERIC_ENGINES, *REFERENCE_BUDGETS]}

@@ -13,7 +13,7 @@ import pytest
 from foreign_corpus import CORPUS, ForeignCase
 
 import zoo
-from inference.engines import GENERIC_ENGINES, budget
+from zoo_inference.engines import GENERIC_ENGINES, budget
 
 # Sizes: the engines' own smoke budgets (declared with each engine in inference/engines.py);
 # the slow reference check runs longer, with a full-rank guide and proposal where it matters.

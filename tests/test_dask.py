@@ -23,8 +23,8 @@ import torch
 import zoo
 import zoo.api
 import zoo.sweep
-from inference import ZooError
 from zoo.sweep import DaskExecutor, plan_report, run_cells
+from zoo_inference import ZooError
 
 distributed = pytest.importorskip("distributed")
 cloudpickle = pytest.importorskip("cloudpickle")
@@ -176,3 +176,15 @@ def test_a_model_only_this_process_knows_is_one_clear_error(cluster):
     cells = plan_report(["dask_local_coin"], profile="smoke", engines=["laplace"])
     with pytest.raises(ZooError, match="on a Dask worker: unknown model 'dask_local_coin'"):
         run_cells(cells, SEED, scheduler=cluster.scheduler_address)
+
+
+def test_a_task_runs_under_the_settings_of_the_process_that_submitted_it(cluster):
+    pool = DaskExecutor(cluster.scheduler_address)
+    try:
+        with zoo.configure(uncompiled="fx", code_version="submitted"):
+            want = zoo.config()
+            got = pool.submit(zoo.config).result()
+        assert got == want
+        assert pool.submit(zoo.config).result() == zoo.config()  # and the settings change back
+    finally:
+        pool.shutdown()

@@ -6,7 +6,7 @@ import torch
 from seeding import shifted
 
 import zoo
-from datasets import load_faithful
+from zoo_datasets import load_faithful
 
 
 def test_faithful_is_rs_dataset():

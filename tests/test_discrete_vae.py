@@ -24,6 +24,9 @@ from inference.optim import Subsample
 from inference.runtime import threads
 from reports.model_figures import estimators_figure, model_figures
 from zoo.models import discrete_vae as dvae
+from zoo_inference.optim import Subsample
+from zoo_inference.runtime import threads
+from zoo_reports.figures import estimators_figure, model_figures
 
 ENTRY = zoo.get_model("discrete_vae")
 ENGINES = ("svi", "svi_reinforce", "svi_baseline", "svi_nvil", "svi_gumbel")

@@ -6,7 +6,7 @@ import torch
 from seeding import shifted
 
 import zoo
-from inference import inspect_model
+from zoo_inference import inspect_model
 
 BB = zoo.get_model("beta_bernoulli").ground_truth()  # Beta(8, 4)
 TC = zoo.get_model("three_coin").ground_truth()
@@ -168,8 +168,8 @@ def test_vectorised_replay_equals_the_per_draw_one(monkeypatch, chunk):
     the per-draw one give the same numbers, draw by draw."""
     import torch
 
-    from inference import replay as replay_module
-    from inference.replay import _replay_each, _shapes, replay
+    from zoo_inference import replay as replay_module
+    from zoo_inference.replay import _replay_each, _shapes, replay
 
     monkeypatch.setattr(replay_module, "REPLAY_CHUNK", chunk)
 
@@ -197,7 +197,7 @@ def test_a_model_that_does_not_broadcast_takes_the_per_draw_path(registry):
     import torch
     from scipy.stats import norm
 
-    from inference import VectorisationWarning
+    from zoo_inference import VectorisationWarning
 
     X = torch.tensor([[1.0, 0.5], [1.0, -1.0], [1.0, 2.0]])
     y = torch.tensor([1.0, -0.5, 2.5])
@@ -264,7 +264,7 @@ def test_one_adam_moves_parameters_as_pyros_clipped_adam_does():
     third step and one that sits out the fifth end where Pyro's do, to the last bit."""
     from pyro.optim import ClippedAdam
 
-    from inference.optim import OneAdam
+    from zoo_inference.optim import OneAdam
 
     g = torch.Generator().manual_seed(shifted(3))
     start = [

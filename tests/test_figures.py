@@ -19,7 +19,6 @@ from matplotlib import image as mpimg
 from scipy import stats
 from seeding import shifted
 
-import reports
 import zoo
 from inference import predictive
 from inference.arviz_io import arviz
@@ -29,6 +28,8 @@ from reports import loo as loo_table
 from reports import predictive as ppc
 from zoo.api import execute, prepare
 from zoo.registry import isolated
+from zoo_inference.arviz_io import arviz
+from zoo_reports import figures as F
 
 
 @pytest.fixture(scope="module")

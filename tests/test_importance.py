@@ -17,9 +17,9 @@ import pyro.distributions as dist
 import pytest
 import torch
 
-import reports
 import zoo
-from inference.importance import RELIABLE_K
+import zoo_reports as reports
+from zoo_inference.importance import RELIABLE_K
 
 Z = 5.0  # Monte-Carlo standard errors allowed
 
@@ -65,7 +65,7 @@ def test_a_fitted_proposal_says_how_it_was_fitted(regression, monkeypatch):
     assert run.diagnostics.get("jit_fallback") == fitted.diagnostics.get("jit_fallback")
     prior = zoo.run(regression, "importance", proposal="prior", num_samples=500, seed=3)
     assert "jit" not in prior.diagnostics
-    from inference import importance, svi
+    from zoo_inference import importance, svi
 
     def refused(*args, **kwargs):  # a JIT ELBO that disagreed with the plain one
         f = svi.fit_guide(*args, **{**kwargs, "jit": False})

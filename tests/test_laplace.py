@@ -12,7 +12,7 @@ import torch
 from scipy.special import betaln, logit
 
 import zoo
-from inference.laplace import _newton
+from zoo_inference.laplace import _newton
 
 BLR = zoo.get_model("bayesian_linear_regression")
 

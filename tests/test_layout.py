@@ -29,10 +29,10 @@ LAZY_OK = {
 
 def modules() -> dict[str, Path]:
     out = {}
-    for pkg in PACKAGES:
-        for path in sorted((ROOT / pkg).rglob("*.py")):
-            rel = path.relative_to(ROOT).with_suffix("")
-            name = ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
+    for pkg, folder in FOLDERS.items():
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            rel = path.relative_to(ROOT / folder).with_suffix("")
+            name = ".".join([pkg, *(rel.parts[:-1] if rel.name == "__init__" else rel.parts)])
             out[name] = path
     return out
 
@@ -117,7 +117,7 @@ def test_no_import_inside_functions():
 
 def test_the_readme_table_lists_every_engine_with_its_options():
     """Engines are declared once (inference/engines.py); the README's table must keep up."""
-    from inference.engines import GENERIC_ENGINES
+    from zoo_inference.engines import GENERIC_ENGINES
 
     readme = (ROOT / "README.md").read_text()
     rows = {

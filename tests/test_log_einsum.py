@@ -13,6 +13,8 @@ from inference.backend import contraction as D
 from inference.density import batched_density
 from inference.discrete import enumerated
 from zoo.registry import get_model
+from zoo_inference import density as D
+from zoo_inference.discrete import enumerated
 
 NEG = -float("inf")
 

@@ -16,8 +16,8 @@ import pytest
 import torch
 
 import zoo
-from inference.parallel import cores, map_indices, mark_worker
 from zoo import sweep
+from zoo_inference.parallel import cores, map_indices, mark_worker
 
 needs_two_cores = pytest.mark.skipif(cores() < 2, reason="needs two cores")
 
@@ -57,7 +57,7 @@ def test_the_chain_layout_not_the_cores_fixes_the_numbers(engine, monkeypatch):
 
 _COMPILE_AFTER_FORK = """
 import torch
-from inference.parallel import map_indices
+from zoo_inference.parallel import map_indices
 
 torch.compile(lambda x: x.sin().sum())(torch.randn(8))  # the parent's compile pool starts
 

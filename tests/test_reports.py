@@ -15,14 +15,14 @@ import pandas as pd
 import pytest
 from seeding import shifted
 
-import reports
 import zoo
-from inference import Comparison, Evidence, Run
-from inference.arviz_io import make_run
-from reports.findings import accuracy_level
+import zoo_reports as reports
 from zoo import sweep
 from zoo.api import comparison
 from zoo.sweep import largest_first, plan_report
+from zoo_inference import Comparison, Evidence, Run
+from zoo_inference.arviz_io import make_run
+from zoo_reports.findings import accuracy_level
 
 # ----------------------------------------------------------------------------- helpers
 
@@ -263,7 +263,7 @@ def test_failed_engine_is_a_failed_cell() -> None:
 
 
 def test_json_is_strict() -> None:
-    from inference.serialize import dumps
+    from zoo_inference.serialize import dumps
 
     text = dumps({"a": float("nan"), "b": np.float32(1.5), "c": np.arange(3), "d": (np.inf,)})
     assert json.loads(text) == {"a": None, "b": 1.5, "c": [0, 1, 2], "d": [None]}
@@ -492,7 +492,7 @@ def test_a_variant_can_fix_model_arguments(registry) -> None:
     import pyro.distributions as dist
     import torch
 
-    from reports.findings import findings
+    from zoo_reports.findings import findings
 
     y = torch.tensor([0.1, -0.3, 0.2, 0.0, 12.0])  # one gross outlier
 
@@ -669,7 +669,7 @@ def test_unreliable_runs_are_marked_so_on_the_page_and_in_the_index() -> None:
 
 
 def test_findings_are_ranked_by_distance_from_the_truth() -> None:
-    from reports.findings import Finding, rank_findings
+    from zoo_reports.findings import Finding, rank_findings
 
     found = [
         Finding(None, "reference", "info", "against nuts"),
@@ -848,7 +848,7 @@ def test_index_summary_folds_the_models_own_algorithms_below_the_generic_engines
 
 
 def test_index_columns_fit_generic_engines_and_one_reference_column() -> None:
-    from reports.render import index_column, index_columns
+    from zoo_reports.render import index_column, index_columns
 
     models = synthetic_models()
     assert index_columns(models) == ["svi", "nuts", "mh", "laplace", "reference"]

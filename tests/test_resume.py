@@ -317,12 +317,13 @@ def test_the_code_version_covers_the_source_and_a_foreign_model(tmp_path, monkey
     assert own["model_source"] == hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
     assert "model_source" not in cell_store.code_version(zoo.get_model(MODEL).model)
     assert own["source"] == cell_store.source_hash() and own["pyro-zoo"] == zoo.__version__
-    for pkg in cell_store.SOURCE_PACKAGES:
-        (tmp_path / pkg).mkdir()
-        (tmp_path / pkg / "a.py").write_text("x = 1\n")
-    monkeypatch.setattr(cell_store, "_ROOT", tmp_path)
+    folders = {pkg: tmp_path / pkg for pkg in cell_store.SOURCE_PACKAGES}
+    for folder in folders.values():
+        folder.mkdir()
+        (folder / "a.py").write_text("x = 1\n")
+    monkeypatch.setattr(cell_store, "SOURCE_PACKAGES", folders)
     first = cell_store.source_hash.__wrapped__()
-    (tmp_path / "inference" / "a.py").write_text("x = 2\n")
+    (folders["zoo_inference"] / "a.py").write_text("x = 2\n")
     assert cell_store.source_hash.__wrapped__() != first
     assert cell_store.fingerprint({"y": torch.ones(3)}) != cell_store.fingerprint(
         {"y": torch.ones(3, dtype=torch.float64)}

@@ -28,9 +28,9 @@ import torch
 from seeding import shifted
 
 import zoo
-from inference import calibration
 from zoo import cli
 from zoo.sbc import SBCResult, sbc, sbc_models, scaled, simulate
+from zoo_inference import calibration
 
 os.environ.setdefault("ZOO_AUTO_COMPILE", "0")
 

@@ -9,6 +9,8 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from inference import density as D
 from inference.backend import functional, simplify
 from zoo.registry import get_model
+from zoo_inference import density as D
+from zoo_inference.simplify import simplify
 
 aten = torch.ops.aten
 

@@ -145,12 +145,12 @@ def test_svi_mean_field_guide_is_close_to_truth():
 def test_enum_map_falls_back_to_adam_where_lbfgs_fails(monkeypatch):
     """Where no L-BFGS start ends at a finite loss, the MAP is Adam's (``map_steps`` steps at
     ``lr``), and the run says so; it still lies on the ridge pi p + (1 - pi) q = 0.6."""
-    import inference.optim
+    import zoo_inference.optim
 
     def broken(fn, data):
         raise RuntimeError("a line search stepped where the density fails")
 
-    monkeypatch.setattr(inference.optim, "in_float64", broken)
+    monkeypatch.setattr(zoo_inference.optim, "in_float64", broken)
     run = zoo.run("three_coin", "enum", map_steps=800, num_samples=50)
     assert run.diagnostics["params_source"].startswith("MAP (Adam, 800 steps")
     f = run.extras["params"]

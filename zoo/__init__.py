@@ -90,7 +90,18 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from inference import (
+    from zoo.api import compare, run
+    from zoo.registry import (
+        ModelEntry,
+        get_model,
+        isolated,
+        list_models,
+        register,
+        unregister,
+    )
+    from zoo.sbc import sbc
+    from zoo.sweep import report
+    from zoo_inference import (
         Comparison,
         Draws,
         EngineContext,
@@ -109,18 +120,7 @@ if TYPE_CHECKING:
         register_sampler,
         unregister_engine,
     )
-    from inference.config import Config, config, configure
-    from zoo.api import compare, run
-    from zoo.registry import (
-        ModelEntry,
-        get_model,
-        isolated,
-        list_models,
-        register,
-        unregister,
-    )
-    from zoo.sbc import sbc
-    from zoo.sweep import report
+    from zoo_inference.config import Config, config, configure
 
 
 def __getattr__(name: str) -> Any:

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from inference import (
+from zoo_inference import (
     GENERIC_ENGINES,
     Comparison,
     EngineContext,

@@ -106,7 +106,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 def cmd_info(args: argparse.Namespace) -> int:
     import zoo
-    from inference import GENERIC_ENGINES
+    from zoo_inference import GENERIC_ENGINES
 
     entry = zoo.get_model(args.name)
     print(f"{entry.name}  (seed {entry.seed_ref or '-'})\n")
@@ -142,8 +142,8 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 def _write_run(run: Any, out: Path) -> None:
     """InferenceData (netCDF), summary CSV and diagnostics JSON, written atomically."""
-    from inference.serialize import dumps, run_record
     from zoo.files import locked, write_atomically
+    from zoo_inference.serialize import dumps, run_record
 
     files: dict[str, str | bytes] = {
         "summary.csv": run.summary.to_csv(),
@@ -159,9 +159,9 @@ def _write_run(run: Any, out: Path) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from inference.serialize import dumps
     from zoo.api import execute, prepare
     from zoo.files import check_writable
+    from zoo_inference.serialize import dumps
 
     options = _parse_options(args.option)
     if any(isinstance(v, dict) for v in options.values()):
@@ -234,10 +234,10 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_sbc(args: argparse.Namespace) -> int:
-    from inference import ZooError
     from zoo.files import check_writable
     from zoo.registry import get_model
     from zoo.sbc import sbc, sbc_models
+    from zoo_inference import ZooError
 
     every = not args.names
     plan = sbc_models(args.names or None, _engines(args.engine) or [])

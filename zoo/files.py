@@ -12,7 +12,7 @@ import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
-from inference import ZooError
+from zoo_inference import ZooError
 
 LOCK_NAME = ".zoo.lock"
 TMP_SUFFIX = ".tmp"

@@ -24,8 +24,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from inference import ZooError
-from inference.engines import GENERIC_ENGINES, REFERENCE_BUDGETS, budget
+from zoo_inference import ZooError
+from zoo_inference.engines import GENERIC_ENGINES, REFERENCE_BUDGETS, budget
 
 PROFILE_NAMES = ("quick", "full", "smoke")
 

@@ -21,8 +21,8 @@ from typing import Any
 
 import torch
 
-from datasets.synthetic import prior_predictive
-from inference import (
+from zoo_datasets.synthetic import prior_predictive
+from zoo_inference import (
     GENERIC_ENGINES,
     EngineSpec,
     GroundTruth,

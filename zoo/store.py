@@ -12,7 +12,7 @@ The JSON also holds the cell's key, a SHA-256 of what decides its result:
 - the model name, the engine, the seed and the engine options (as run);
 - the model's data (a hash of ``entry.load_data()``: every tensor's dtype, shape and bytes);
 - the code version: the versions of pyro-zoo, Python, torch, Pyro, NumPy and ArviZ, a hash of
-  the source of the ``zoo`` and ``inference`` packages (every ``.py`` file: models, engines and
+  the source of the ``zoo`` and ``zoo_inference`` packages (every ``.py`` file: models, engines and
   the runner; an edit anywhere recomputes every cell, so no stale result survives a change of
   code), and a hash of the model's own module file when it lies outside them (a model
   registered from another package or a script). The setting ``code_version``
@@ -48,10 +48,11 @@ import numpy as np
 import pandas as pd
 import torch
 
-from inference import Run
-from inference.arviz_io import arviz
-from inference.config import config
-from inference.results import Evidence, one_line
+import zoo_inference
+from zoo_inference import Run
+from zoo_inference.arviz_io import arviz
+from zoo_inference.config import config
+from zoo_inference.results import Evidence, one_line
 
 from .files import TMP_SUFFIX, remove_leftovers, replace_file, replacing
 from .registry import get_model
@@ -60,8 +61,11 @@ log = logging.getLogger("zoo.store")
 
 FORMAT = 1  # of the JSON record; another format is recomputed
 STORE_DIR = "cells"
-_ROOT = Path(__file__).resolve().parents[1]
-SOURCE_PACKAGES = ("zoo", "inference")
+# the packages whose source a result depends on, by their folders (as installed or as checked out)
+SOURCE_PACKAGES = {
+    "zoo": Path(__file__).resolve().parent,
+    "zoo_inference": Path(zoo_inference.__file__).resolve().parent,
+}
 _LIBRARIES = ("pyro-zoo", "torch", "pyro-ppl", "numpy", "arviz")
 # the Run fields the JSON holds (data is the model's, restored from the registry; idata: netCDF)
 _RUN_FIELDS = tuple(f.name for f in fields(Run) if f.name not in ("data", "idata", "evidence"))
@@ -76,9 +80,9 @@ def source_hash() -> str:
     """SHA-256 of the source of the ``zoo`` and ``inference`` packages (every ``.py`` file, by
     its path and bytes)."""
     h = hashlib.sha256()
-    for pkg in SOURCE_PACKAGES:
-        for path in sorted((_ROOT / pkg).rglob("*.py")):
-            h.update(path.relative_to(_ROOT).as_posix().encode() + b"\0")
+    for pkg, folder in SOURCE_PACKAGES.items():
+        for path in sorted(folder.rglob("*.py")):
+            h.update(f"{pkg}/{path.relative_to(folder).as_posix()}".encode() + b"\0")
             h.update(path.read_bytes() + b"\0")
     return h.hexdigest()
 
@@ -112,7 +116,7 @@ def _model_source(model: Any) -> bytes | None:
     except TypeError:  # a builtin or a callable object: nothing to hash
         return None
     path = Path(name).resolve() if name else None
-    if path is not None and any(path.is_relative_to(_ROOT / p) for p in SOURCE_PACKAGES):
+    if path is not None and any(path.is_relative_to(p) for p in SOURCE_PACKAGES.values()):
         return None
     if path is not None and path.is_file():
         return path.read_bytes()

@@ -29,12 +29,12 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-import reports
-from inference import GENERIC_ENGINES, Comparison, Run, ZooError, check_options
-from inference.config import Config, config, configure
-from inference.parallel import cores, map_indices, mark_worker
-from inference.results import one_line
-from inference.runtime import interactive
+import zoo_reports as reports
+from zoo_inference import GENERIC_ENGINES, Comparison, Run, ZooError, check_options
+from zoo_inference.config import Config, config, configure
+from zoo_inference.parallel import cores, map_indices, mark_worker
+from zoo_inference.results import one_line
+from zoo_inference.runtime import interactive
 
 from .api import check_seed, comparison, execute, prepare
 from .files import check_writable, locked, remove_leftovers, write_atomically

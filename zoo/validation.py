@@ -10,9 +10,9 @@ import numpy as np
 import pyro
 import torch
 
-from inference import ZooError
-from inference.results import one_line
-from inference.structure import trace_model
+from zoo_inference import ZooError
+from zoo_inference.results import one_line
+from zoo_inference.structure import trace_model
 
 
 def describe(v: Any) -> str:
