@@ -18,9 +18,9 @@ import pyro
 import torch
 
 import zoo
-from inference.discrete import _draw_batch, _draw_each
-from inference.replay import batched
 from zoo.profiles import PROFILE_NAMES, profiles
+from zoo_inference.discrete import _draw_batch, _draw_each
+from zoo_inference.replay import batched
 
 warnings.filterwarnings("ignore")
 

@@ -19,7 +19,7 @@ from collections.abc import Callable
 import numpy as np
 from hmmlearn import hmm as hl
 
-from inference.algorithms.hmm import forward_backward, hmm_log_likelihood
+from zoo_inference.algorithms.hmm import forward_backward, hmm_log_likelihood
 
 
 def best_of(fn: Callable[[], object], repeats: int) -> float:

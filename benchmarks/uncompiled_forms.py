@@ -31,8 +31,8 @@ from typing import Any
 import torch
 
 import zoo
-from inference import backend
-from inference.density import BatchedDensity, batched_density
+from zoo_inference import backend
+from zoo_inference.density import BatchedDensity, batched_density
 
 MODELS = ("eight_schools_noncentered", "logistic_regression", "hmm")
 OUT = Path(__file__).parent / "results" / "uncompiled_forms.md"

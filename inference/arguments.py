@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from inference.results import ZooError
+from zoo_inference.results import ZooError
 
 
 def _numbers(name: str, value: Any, shape: tuple[int, ...]) -> np.ndarray:

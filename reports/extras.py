@@ -14,7 +14,7 @@ import matplotlib
 from matplotlib import mathtext
 from matplotlib.font_manager import FontProperties
 
-from inference.results import Comparison
+from zoo_inference.results import Comparison
 
 from .figures import (
     engine_colors,

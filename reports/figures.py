@@ -26,7 +26,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 from scipy import stats
 
-from inference.results import Comparison, Density, GroundTruth, Run
+from zoo_inference.results import Comparison, Density, GroundTruth, Run
 
 if TYPE_CHECKING:
     import xarray as xr

@@ -10,7 +10,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from inference.results import Comparison
+from zoo_inference.results import Comparison
 
 from .figures import FigureImage, parse_row, to_base64_png
 

@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from inference.arviz_io import _quiet, arviz, to_inference_data
-from inference.results import Comparison, Run
+from zoo_inference.arviz_io import _quiet, arviz, to_inference_data
+from zoo_inference.results import Comparison, Run
 
 MIN_LOO_DRAWS = 20  # a run with fewer posterior draws gets no LOO
 # ... and a run with more than this many is thinned evenly for LOO and WAIC (every k-th draw of

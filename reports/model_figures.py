@@ -10,7 +10,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from scipy.optimize import linear_sum_assignment
 
-from inference.results import Comparison, Run
+from zoo_inference.results import Comparison, Run
 
 from .figures import (
     _PALETTE,

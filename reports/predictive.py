@@ -13,8 +13,8 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from inference.predictive import DISCRETE
-from inference.results import Comparison, Run
+from zoo_inference.predictive import DISCRETE
+from zoo_inference.results import Comparison, Run
 
 from .figures import _PALETTE, FigureImage, posterior_of, to_base64_png
 

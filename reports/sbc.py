@@ -13,9 +13,9 @@ import numpy as np
 from matplotlib.figure import Figure
 from scipy import stats
 
-from inference.calibration import bin_edges, binned, ecdf_difference
-from inference.sbc import Calibration
-from inference.serialize import dumps
+from zoo_inference.calibration import bin_edges, binned, ecdf_difference
+from zoo_inference.sbc import Calibration
+from zoo_inference.serialize import dumps
 
 from .figures import FigureImage, to_base64_png
 from .render import now_utc, render, to_csv, versions

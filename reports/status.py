@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from inference.results import Run
+from zoo_inference.results import Run
 
 # A run is ``ok`` in a report only when its own diagnostics say its numbers can be used; any
 # one of these makes it ``unreliable`` (the reason in words beside it). They are the one place

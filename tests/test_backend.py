@@ -19,11 +19,11 @@ import torch
 from torch.distributions import constraints
 
 import zoo
-from inference import backend, inspect_model
-from inference.backend import versions
-from inference.density import BatchedDensity
-from inference.joint import log_joint_draws
-from inference.replay import VectorisationWarning
+from zoo_inference import backend, inspect_model
+from zoo_inference.backend import versions
+from zoo_inference.density import BatchedDensity
+from zoo_inference.joint import log_joint_draws
+from zoo_inference.replay import VectorisationWarning
 
 ROOT = Path(__file__).resolve().parents[1]
 needs_compiler = pytest.mark.skipif(not backend.has_compiler(), reason="no C compiler")
@@ -217,7 +217,7 @@ def test_without_torchscript_svi_takes_the_plain_elbo_to_the_same_loss():
     loss."""
     from pyro.infer import JitTrace_ELBO, Trace_ELBO
 
-    from inference.svi import make_elbo
+    from zoo_inference.svi import make_elbo
 
     e = zoo.get_model("beta_bernoulli")
     data = e.load_data()

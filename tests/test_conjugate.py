@@ -12,19 +12,19 @@ from scipy.special import gammaln
 from seeding import shifted
 
 import zoo
-from inference.algorithms.conjugate import tau_conditional
-from inference.algorithms.markov import (
-    bigram_counts,
-    bigram_mle,
-    cross_entropy,
-    perplexity,
-    stationary_distribution,
-)
 from zoo.models.conjugate import (
     CORPUS,
     bigrams,
     tokenize,
     vocabulary,
+)
+from zoo_inference.algorithms.conjugate import tau_conditional
+from zoo_inference.algorithms.markov import (
+    bigram_counts,
+    bigram_mle,
+    cross_entropy,
+    perplexity,
+    stationary_distribution,
 )
 
 GP = zoo.get_model("gamma_poisson")

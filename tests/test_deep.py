@@ -22,12 +22,12 @@ from scipy.stats import norm
 from seeding import shifted
 
 import zoo
-from inference.algorithms.evaluation import cluster_accuracy, gaussian_kl
-from inference.amortised import SubsampledRenyiELBO, fixed_subsample
-from reports.render import fmt_num, render_model_page
 from zoo.api import comparison
 from zoo.cli import main
 from zoo.models import deep
+from zoo_inference.algorithms.evaluation import cluster_accuracy, gaussian_kl
+from zoo_inference.amortised import SubsampledRenyiELBO, fixed_subsample
+from zoo_reports.render import fmt_num, render_model_page
 
 VAE = zoo.get_model("vae")
 SHORT = {"num_steps": 300, "num_samples": 50}  # a short fit: seconds, enough to learn a lot

@@ -19,14 +19,11 @@ from scipy.stats import bernoulli, norm
 from seeding import shifted
 
 import zoo
-from inference.algorithms.gradients import score_function_draws
-from inference.optim import Subsample
-from inference.runtime import threads
-from reports.model_figures import estimators_figure, model_figures
 from zoo.models import discrete_vae as dvae
+from zoo_inference.algorithms.gradients import score_function_draws
 from zoo_inference.optim import Subsample
 from zoo_inference.runtime import threads
-from zoo_reports.figures import estimators_figure, model_figures
+from zoo_reports.model_figures import estimators_figure, model_figures
 
 ENTRY = zoo.get_model("discrete_vae")
 ENGINES = ("svi", "svi_reinforce", "svi_baseline", "svi_nvil", "svi_gumbel")

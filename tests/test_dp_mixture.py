@@ -12,8 +12,8 @@ from scipy.stats import multivariate_normal
 from seeding import shifted
 
 import zoo
-from inference.algorithms.gibbs import crp_gibbs_sweep
 from zoo.models.mixtures import crp_expected_clusters, crp_partition, stick_breaking
+from zoo_inference.algorithms.gibbs import crp_gibbs_sweep
 
 ENTRY = zoo.get_model("dirichlet_process_mixture")
 

@@ -93,9 +93,9 @@ def test_vectorised_helpers_equal_the_per_draw_ones(name):
     MAP assignment give the same numbers as one draw at a time."""
     import pyro
 
-    from inference.discrete import _draw_batch, _draw_each, log_joint
-    from inference.joint import log_joint_batch
-    from inference.replay import batched
+    from zoo_inference.discrete import _draw_batch, _draw_each, log_joint
+    from zoo_inference.joint import log_joint_batch
+    from zoo_inference.replay import batched
 
     entry = zoo.get_model(name)
     data, s = entry.load_data(), entry.structure

@@ -20,16 +20,15 @@ from scipy import stats
 from seeding import shifted
 
 import zoo
-from inference import predictive
-from inference.arviz_io import arviz
-from reports import extras, forest
-from reports import figures as F
-from reports import loo as loo_table
-from reports import predictive as ppc
+import zoo_reports as reports
 from zoo.api import execute, prepare
 from zoo.registry import isolated
+from zoo_inference import predictive
 from zoo_inference.arviz_io import arviz
+from zoo_reports import extras, forest
 from zoo_reports import figures as F
+from zoo_reports import loo as loo_table
+from zoo_reports import predictive as ppc
 
 
 @pytest.fixture(scope="module")

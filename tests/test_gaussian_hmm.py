@@ -15,14 +15,14 @@ from scipy.stats import norm as normal
 from seeding import shifted
 
 import zoo
-from inference.algorithms.hmm import (
+from zoo.models.sequential import MU_PRIOR, SIGMA_PRIOR, STICKY
+from zoo_inference.algorithms.hmm import (
     forward_backward,
     gaussian_log_b,
     hmm_log_likelihood,
     sample_gaussian_hmm,
     viterbi,
 )
-from zoo.models.sequential import MU_PRIOR, SIGMA_PRIOR, STICKY
 
 NAMES = ("pi", "A", "mu", "sigma")
 

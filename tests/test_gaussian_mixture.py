@@ -11,9 +11,9 @@ from scipy.stats import norm, truncnorm
 from seeding import shifted
 
 import zoo
-from inference.algorithms.univariate import slice_sample, truncated_normal
-from inference.discrete import empty_guide as _empty_guide
-from inference.discrete import enumerated
+from zoo_inference.algorithms.univariate import slice_sample, truncated_normal
+from zoo_inference.discrete import empty_guide as _empty_guide
+from zoo_inference.discrete import enumerated
 
 ENTRY = zoo.get_model("gaussian_mixture")
 

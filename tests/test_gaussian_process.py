@@ -13,8 +13,8 @@ from sklearn.gaussian_process.kernels import RBF, ConstantKernel, WhiteKernel
 from sklearn.kernel_ridge import KernelRidge
 
 import zoo
-from inference.algorithms.gp import gp_predict, log_marginal_likelihood, rbf_kernel
 from zoo.models.gaussian_process import JITTER
+from zoo_inference.algorithms.gp import gp_predict, log_marginal_likelihood, rbf_kernel
 
 ENTRY = zoo.get_model("gaussian_process")
 DATA = ENTRY.load_data()

@@ -13,9 +13,9 @@ from scipy.special import betaln, gammaln
 from seeding import shifted
 
 import zoo
-from inference.algorithms.cavi import lda_cavi_steps
-from inference.algorithms.gibbs import collapsed_gibbs_sweep
 from zoo.models.topics import check_corpus, true_topics
+from zoo_inference.algorithms.cavi import lda_cavi_steps
+from zoo_inference.algorithms.gibbs import collapsed_gibbs_sweep
 
 ENTRY = zoo.get_model("lda")
 TRUTH = true_topics()

@@ -9,11 +9,9 @@ import pytest
 import torch
 from opt_einsum.backends import dispatch
 
-from inference.backend import contraction as D
-from inference.density import batched_density
-from inference.discrete import enumerated
 from zoo.registry import get_model
-from zoo_inference import density as D
+from zoo_inference.backend import contraction as D
+from zoo_inference.density import batched_density
 from zoo_inference.discrete import enumerated
 
 NEG = -float("inf")
@@ -86,7 +84,7 @@ def test_svi_sums_the_states_out_by_the_log_einsum_to_pyros_elbo(monkeypatch):
     import pyro
     from pyro.infer import TraceEnum_ELBO
 
-    from inference.backend import log_contraction
+    from zoo_inference.backend import log_contraction
 
     e = get_model("hmm")
     data = e.load_data()

@@ -16,9 +16,9 @@ from scipy.stats import norm as normal
 from seeding import shifted
 
 import zoo
-from inference.algorithms.ppca import mppca_em_steps, ppca_log_likelihood, ppca_ml
-from inference.distributions import first_column_increasing
 from zoo.models.factor import mppca_synthetic
+from zoo_inference.algorithms.ppca import mppca_em_steps, ppca_log_likelihood, ppca_ml
+from zoo_inference.distributions import first_column_increasing
 
 ENTRY = zoo.get_model("mixture_ppca")
 TAIL = 1e-6  # the chance a sampling-error bound may fail on a given seed

@@ -14,8 +14,8 @@ from sklearn.datasets import load_iris
 from sklearn.naive_bayes import BernoulliNB, GaussianNB
 
 import zoo
-from inference.algorithms.conjugate import bernoulli_nb_predict_proba, gaussian_nb_predict_proba
 from zoo.models.classification import HOLD_OUT
+from zoo_inference.algorithms.conjugate import bernoulli_nb_predict_proba, gaussian_nb_predict_proba
 
 GAUSS = zoo.get_model("naive_bayes")
 BERN = zoo.get_model("naive_bayes_bernoulli")

@@ -40,7 +40,7 @@ def test_the_chain_layout_not_the_cores_fixes_the_numbers(engine, monkeypatch):
     """``chain_groups`` given, a run gives the same draws on a machine of 1, 2 or 4 cores (the
     report's profiles give it, so a page's numbers come again anywhere); left out, the layout
     follows the cores."""
-    from inference.samplers import driver
+    from zoo_inference.samplers import driver
 
     kw = dict(num_samples=30, warmup=30, num_chains=32 if engine == "chees" else 4, seed=7)
     draws, layouts = [], []

@@ -12,8 +12,8 @@ from scipy.stats import norm as normal
 from seeding import shifted
 
 import zoo
-from inference.algorithms.ppca import ppca_em_steps, ppca_log_likelihood, ppca_ml
 from zoo.models.factor import ppca_digits
+from zoo_inference.algorithms.ppca import ppca_em_steps, ppca_log_likelihood, ppca_ml
 
 ENTRY = zoo.get_model("probabilistic_pca")
 

@@ -12,15 +12,15 @@ from seeding import shifted
 from sklearn.linear_model import LinearRegression, LogisticRegression, Ridge
 
 import zoo
-from datasets import load_breast_cancer, load_diabetes, standardise
-from inference.algorithms.linear import (
+from zoo.models.regression import diabetes_data, line_data
+from zoo_datasets import load_breast_cancer, load_diabetes, standardise
+from zoo_inference.algorithms.linear import (
     gaussian_posterior,
     posterior_predictive,
     ridge_dual,
     ridge_primal,
     rls_scalar,
 )
-from zoo.models.regression import diabetes_data, line_data
 
 BLR = zoo.get_model("bayesian_linear_regression")
 LINREG = zoo.get_model("linear_regression")

@@ -547,9 +547,9 @@ def test_decoded_paths_figure_shows_each_engines_states() -> None:
     """hmm's page draws the hidden states per engine: a point estimate's share of draws in each
     state is its decoded path (forward_backward's and hmmlearn's Viterbi paths, each equal to
     the Viterbi path recomputed here), and the figure is on the page."""
-    from inference.algorithms.hmm import viterbi
-    from reports.model_figures import state_shares
     from zoo.models.sequential import _symbols
+    from zoo_inference.algorithms.hmm import viterbi
+    from zoo_reports.model_figures import state_shares
 
     cmp = zoo.compare("hmm", ["forward_backward", "hmmlearn"], progress=False)
     x = zoo.get_model("hmm").load_data()["x"]
@@ -589,7 +589,7 @@ def diag_run(engine: str = "nuts", **diagnostics) -> Run:
 def test_a_status_is_ok_only_where_the_runs_diagnostics_pass() -> None:
     """The thresholds of reports.findings, on each side: R-hat, ESS, divergences, Pareto k-hat
     (not of a point estimate), an engine's own caveat first (its k-hat not said twice)."""
-    from reports.status import MAX_PARETO_K, MAX_R_HAT, MIN_ESS, assess
+    from zoo_reports.status import MAX_PARETO_K, MAX_R_HAT, MIN_ESS, assess
 
     assert assess(diag_run(max_r_hat=MAX_R_HAT, min_ess_bulk=MIN_ESS, divergences=0)).status == "ok"
     mh = assess(diag_run("mh", max_r_hat=1.87, min_ess_bulk=3.0, divergences=0))
@@ -622,7 +622,7 @@ def test_an_elbo_still_rising_is_not_converged() -> None:
     """The last 10% of steps against the 10% before: a rise beyond 3 standard errors and beyond
     1% of the run's whole rise is unconverged; a flat noisy tail, a creeping one and a trace too
     short to judge are not flagged (deterministic traces: no seed to be lucky with)."""
-    from reports.status import assess, elbo_rise
+    from zoo_reports.status import assess, elbo_rise
 
     steps = np.arange(400)
     wiggle = np.where(steps % 2 == 0, 1.0, -1.0)  # sd 1 noise, mean 0
@@ -799,7 +799,7 @@ def synthetic_models():
 
 
 def test_zoo_summary_says_where_each_engine_wins_and_fails() -> None:
-    from reports.zoo_findings import zoo_findings
+    from zoo_reports.zoo_findings import zoo_findings
 
     found = zoo_findings(synthetic_models(), ["svi", "nuts", "mh", "laplace"])
     text = {f.engine: f.text for f in found}

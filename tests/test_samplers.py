@@ -28,15 +28,15 @@ from torch._higher_order_ops.effects import has_effects
 from torch.distributions import constraints
 from torch.fx.experimental.proxy_tensor import make_fx
 
-import inference.backend as backend
 import zoo
-from inference import density as density_module
-from inference import samplers
-from inference.density import DensityWarning, batched_density, has_compiler
-from inference.samplers import driver, integrator, metric, trajectory, windows
-from inference.samplers.hmc import transition as hmc_transition
-from inference.samplers.nuts import nuts_sample
-from inference.samplers.nuts_tree import NUTS_STEP_NODES, checkpoints
+import zoo_inference.backend as backend
+from zoo_inference import density as density_module
+from zoo_inference import samplers
+from zoo_inference.density import DensityWarning, batched_density, has_compiler
+from zoo_inference.samplers import driver, integrator, metric, trajectory, windows
+from zoo_inference.samplers.hmc import transition as hmc_transition
+from zoo_inference.samplers.nuts import nuts_sample
+from zoo_inference.samplers.nuts_tree import NUTS_STEP_NODES, checkpoints
 
 # models with a fixed joint density of continuous latents (amortised models that draw their
 # own minibatches have none: their sites are those of a random 100 of the images)
@@ -486,7 +486,7 @@ def test_only_the_driver_knows_about_compiling():
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             where = f"{path.name}:{getattr(node, 'lineno', 0)}"
             if isinstance(node, ast.ImportFrom) and (node.level != 1 or node.module == "driver"):
-                if node.level or node.module.split(".")[0] in ("inference", "zoo"):
+                if node.level or node.module.split(".")[0] in ("zoo_inference", "zoo"):
                     bad.append(f"{where} imports {node.module}")
             elif isinstance(node, ast.Import):
                 bad += [f"{where} imports {a.name}" for a in node.names if "inference" in a.name]

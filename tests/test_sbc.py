@@ -178,7 +178,7 @@ def test_batch_choice():
 def test_a_batched_run_that_breaks_falls_back_to_one_by_one(monkeypatch):
     """Whatever breaks the batched run (a model that cannot take per-chain data), the
     replications still run, one engine run each, with a warning that says why."""
-    from inference import mcmc
+    from zoo_inference import mcmc
 
     original = mcmc.sample_chains
 

@@ -13,9 +13,9 @@ from scipy.stats import multivariate_normal
 from seeding import shifted
 
 import zoo
-from inference.algorithms.hmm import forward_backward, hmm_log_likelihood, sample_hmm, viterbi
-from inference.algorithms.kalman import LocalLevelMarginal, kalman_local_level, sine_basis
 from zoo.models.sequential import SEED_A, SEED_B, SEED_PI
+from zoo_inference.algorithms.hmm import forward_backward, hmm_log_likelihood, sample_hmm, viterbi
+from zoo_inference.algorithms.kalman import LocalLevelMarginal, kalman_local_level, sine_basis
 
 SEED = {"pi": SEED_PI, "A": SEED_A, "B": SEED_B}
 H, C = 0, 1

@@ -18,8 +18,8 @@ import torch
 from seeding import shifted
 
 import zoo
-from inference.algorithms.kalman import kalman_local_level, local_level_mle
 from zoo.models.sequential import SEED_A, SEED_B, SEED_PI
+from zoo_inference.algorithms.kalman import kalman_local_level, local_level_mle
 
 needs_hmmlearn = pytest.mark.skipif(
     importlib.util.find_spec("hmmlearn") is None, reason="hmmlearn is not installed (dev extra)"

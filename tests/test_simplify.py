@@ -6,11 +6,9 @@ from __future__ import annotations
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from inference import density as D
-from inference.backend import functional, simplify
 from zoo.registry import get_model
 from zoo_inference import density as D
-from zoo_inference.simplify import simplify
+from zoo_inference.backend import functional, simplify
 
 aten = torch.ops.aten
 

@@ -11,10 +11,10 @@ from scipy.stats import norm
 from seeding import shifted
 
 import zoo
-from inference.algorithms.cavi import lda_elbo
 from zoo.models.mixtures import DP_TRUTH
 from zoo.models.mixtures import _dp_synthetic as dp_synthetic
 from zoo.models.topics import true_topics
+from zoo_inference.algorithms.cavi import lda_elbo
 
 pytest.importorskip("sklearn")
 

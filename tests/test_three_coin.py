@@ -8,7 +8,7 @@ import pytest
 from scipy.special import logsumexp
 
 import zoo
-from inference.algorithms.em import bernoulli_mixture_em
+from zoo_inference.algorithms.em import bernoulli_mixture_em
 
 ENTRY = zoo.get_model("three_coin")
 Y = np.array([1, 1, 0, 1, 0, 0, 1, 0, 1, 1], dtype=float)

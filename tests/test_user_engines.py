@@ -16,8 +16,8 @@ import torch
 from test_extend import W, X, closed_form, foreign, install_plugin  # noqa: F401 - a fixture
 
 import zoo
-from inference.engines import GENERIC_ENGINES
 from zoo.profiles import profiles
+from zoo_inference.engines import GENERIC_ENGINES
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "mala.py"
@@ -86,7 +86,7 @@ def test_a_sampler_gets_discrete_sites_summed_out_and_recovered(foreign, user_di
 def test_a_registered_kernel_gets_what_the_built_in_engine_gets(registry):
     """The zoo's own NUTS registered as a user's sampler: the same draws as the nuts engine
     (chain groups, seeds, the density and the packaging are one path)."""
-    from inference import samplers
+    from zoo_inference import samplers
 
     zoo.register_sampler("nuts_again", samplers.nuts)
     options = {"num_samples": 60, "warmup": 60, "num_chains": 4, "parallel": False}

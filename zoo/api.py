@@ -20,10 +20,10 @@ from zoo_inference import (
     check_options,
     inspect_model,
 )
-from inference.accuracy import comparison_table
-from inference.predictive import with_predictive
-from inference.results import one_line
-from inference.runtime import interactive, own_param_store, seeded, threads
+from zoo_inference.accuracy import comparison_table
+from zoo_inference.predictive import with_predictive
+from zoo_inference.results import one_line
+from zoo_inference.runtime import interactive, own_param_store, seeded, threads
 
 from .registry import ModelEntry, get_model
 from .validation import check_data

@@ -36,10 +36,10 @@ from zoo_inference import (
     truth_from_distributions,
     variant_spec,
 )
-from inference.engines import reserve_names
-from inference.reference import describe_distributions, in_float64
-from inference.results import one_line
-from inference.runtime import seeded
+from zoo_inference.engines import reserve_names
+from zoo_inference.reference import describe_distributions, in_float64
+from zoo_inference.results import one_line
+from zoo_inference.runtime import seeded
 
 from .companions import Companion
 

@@ -27,15 +27,15 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-import reports.sbc as pages
-from inference import ZooError, check_options
-from inference import sbc as calibration
-from inference.context import EngineContext
-from inference.engines import budget
-from inference.results import one_line, site_rows
-from inference.runtime import interactive, threads
-from inference.sbc import PAGE_PREFIX, Outcome, Task, Transform, scaled
-from reports.figures import FigureImage
+import zoo_reports.sbc as pages
+from zoo_inference import ZooError, check_options
+from zoo_inference import sbc as calibration
+from zoo_inference.context import EngineContext
+from zoo_inference.engines import budget
+from zoo_inference.results import one_line, site_rows
+from zoo_inference.runtime import interactive, threads
+from zoo_inference.sbc import PAGE_PREFIX, Outcome, Task, Transform, scaled
+from zoo_reports.figures import FigureImage
 
 from . import api
 from .files import check_writable, locked, write_atomically

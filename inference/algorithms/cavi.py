@@ -7,7 +7,7 @@ import numpy as np
 from scipy.special import digamma, gammaln
 from tqdm.auto import tqdm
 
-from inference.algorithms.conjugate import normal_mean_update, tau_conditional
+from zoo_inference.algorithms.conjugate import normal_mean_update, tau_conditional
 
 
 def dirichlet_expected_log(conc: np.ndarray) -> np.ndarray:

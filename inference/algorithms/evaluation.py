@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from scipy.optimize import linear_sum_assignment
 
-from inference.amortised import pointwise_log_weights
+from zoo_inference.amortised import pointwise_log_weights
 
 
 def held_out_scores(

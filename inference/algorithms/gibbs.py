@@ -8,8 +8,8 @@ from collections.abc import Callable
 import numpy as np
 from tqdm.auto import tqdm
 
-from inference.algorithms.conjugate import normal_mean_update, tau_conditional
-from inference.algorithms.univariate import slice_sample, truncated_normal
+from zoo_inference.algorithms.conjugate import normal_mean_update, tau_conditional
+from zoo_inference.algorithms.univariate import slice_sample, truncated_normal
 
 
 def gaussian_mixture_gibbs_sweep(

@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from inference.algorithms.hmm import posterior_decoding
-from inference.results import ZooError
+from zoo_inference.algorithms.hmm import posterior_decoding
+from zoo_inference.results import ZooError
 
 PeerFit = tuple[dict[str, np.ndarray], list[float], dict[str, Any]]
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from inference.algorithms.ppca import canonical_loadings
-from inference.results import ZooError
+from zoo_inference.algorithms.ppca import canonical_loadings
+from zoo_inference.results import ZooError
 
 
 def scikit_learn(module: str) -> Any:

@@ -15,8 +15,8 @@ from pyro.ops.indexing import Vindex
 from scipy.special import logsumexp
 
 import zoo
-from datasets import load_iris
-from inference.algorithms.conjugate import beta_update, dirichlet_log_ml, normal_gamma_update
+from zoo_datasets import load_iris
+from zoo_inference.algorithms.conjugate import beta_update, dirichlet_log_ml, normal_gamma_update
 
 # Iris flowers 83, a versicolor (6.0, 2.7, 5.1, 1.6 cm), and 133, a virginica (6.3, 2.8, 5.1,
 # 1.5 cm): both near the border of the two species, held out as the new flowers to classify.

@@ -14,10 +14,10 @@ from pyro.distributions import constraints
 from scipy.special import betaln, gammaln
 
 import zoo
-from inference.algorithms.cavi import normal_gamma_cavi
-from inference.algorithms.conjugate import normal_mean_update
-from inference.algorithms.gibbs import normal_gamma_gibbs
-from inference.algorithms.markov import bigram_counts
+from zoo_inference.algorithms.cavi import normal_gamma_cavi
+from zoo_inference.algorithms.conjugate import normal_mean_update
+from zoo_inference.algorithms.gibbs import normal_gamma_gibbs
+from zoo_inference.algorithms.markov import bigram_counts
 
 
 @zoo.register(

@@ -34,9 +34,9 @@ from torch import nn
 from torch.nn.functional import one_hot, softplus
 
 import zoo
-from datasets import load_digits_split
-from inference.algorithms.evaluation import cluster_accuracy, held_out_scores
-from inference.peers import sklearn as sklearn_peer
+from zoo_datasets import load_digits_split
+from zoo_inference.algorithms.evaluation import cluster_accuracy, held_out_scores
+from zoo_inference.peers import sklearn as sklearn_peer
 
 LATENT = 8  # latent dimensions d (the seed's 128 is for 28x28 MNIST; the digits are 8x8)
 HIDDEN = 128  # units of each network's one hidden layer

@@ -14,9 +14,9 @@ import torch
 from pyro.infer import ELBO, Trace_ELBO, TraceEnum_ELBO, TraceGraph_ELBO
 
 import zoo
-from datasets import load_digits_split
-from inference.algorithms.gradients import gradient_draws as generic_gradient_draws
-from inference.algorithms.gradients import gradient_statistics
+from zoo_datasets import load_digits_split
+from zoo_inference.algorithms.gradients import gradient_draws as generic_gradient_draws
+from zoo_inference.algorithms.gradients import gradient_statistics
 
 # The estimators of the seed's §3.4, each a way to differentiate E_q[f(z)] over a discrete z.
 ESTIMATORS = ("enum", "reinforce", "baseline", "nvil", "gumbel")

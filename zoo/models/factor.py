@@ -12,16 +12,16 @@ from pyro.distributions import constraints
 from pyro.ops.indexing import Vindex
 
 import zoo
-from datasets import load_digits
-from inference.algorithms.ppca import (
+from zoo_datasets import load_digits
+from zoo_inference.algorithms.ppca import (
     canonical_loadings,
     mppca_em_steps,
     ppca_em_steps,
     ppca_log_likelihood,
     ppca_ml,
 )
-from inference.distributions import SortedPointsNormal, first_column_increasing
-from inference.peers import sklearn as sklearn_peer
+from zoo_inference.distributions import SortedPointsNormal, first_column_increasing
+from zoo_inference.peers import sklearn as sklearn_peer
 
 # ------------------------------------------------------------------------------- shared
 

@@ -13,7 +13,7 @@ from pyro.distributions import constraints
 from scipy import optimize
 
 import zoo
-from inference.algorithms.gp import (
+from zoo_inference.algorithms.gp import (
     DEFAULT_STARTS,
     HYPERS,
     as_float64,

@@ -14,11 +14,11 @@ from pyro.ops.indexing import Vindex
 from scipy.special import logsumexp
 
 import zoo
-from datasets import load_faithful
-from inference.algorithms.em import bernoulli_mixture_em, gaussian_mixture_em
-from inference.algorithms.gibbs import crp_gibbs, gaussian_mixture_gibbs
-from inference.distributions import SortedNormal
-from inference.peers import sklearn as sklearn_peer
+from zoo_datasets import load_faithful
+from zoo_inference.algorithms.em import bernoulli_mixture_em, gaussian_mixture_em
+from zoo_inference.algorithms.gibbs import crp_gibbs, gaussian_mixture_gibbs
+from zoo_inference.distributions import SortedNormal
+from zoo_inference.peers import sklearn as sklearn_peer
 
 # ------------------------------------------------------------------------------ three_coin
 

@@ -21,8 +21,8 @@ import torch
 from pyro.distributions import constraints
 
 import zoo
-from datasets import load_breast_cancer, load_diabetes, standardise
-from inference.algorithms.linear import (
+from zoo_datasets import load_breast_cancer, load_diabetes, standardise
+from zoo_inference.algorithms.linear import (
     gaussian_log_evidence,
     gaussian_posterior,
     ridge_dual,

@@ -20,8 +20,8 @@ from scipy.special import logsumexp
 from scipy.stats import norm
 
 import zoo
-from datasets import load_nile
-from inference.algorithms.hmm import (
+from zoo_datasets import load_nile
+from zoo_inference.algorithms.hmm import (
     categorical_baum_welch,
     categorical_start,
     decode,
@@ -32,11 +32,11 @@ from inference.algorithms.hmm import (
     sample_gaussian_hmm,
     sample_hmm,
 )
-from inference.algorithms.kalman import LocalLevelMarginal, kalman_local_level, local_level_mle
-from inference.arguments import positive_variance, probability_array, real_array, real_series
-from inference.distributions import SortedNormal
-from inference.peers.hmmlearn import categorical_hmmlearn, gaussian_hmmlearn, hmmlearn_hmm
-from inference.peers.statsmodels import statsmodels_local_level
+from zoo_inference.algorithms.kalman import LocalLevelMarginal, kalman_local_level, local_level_mle
+from zoo_inference.arguments import positive_variance, probability_array, real_array, real_series
+from zoo_inference.distributions import SortedNormal
+from zoo_inference.peers.hmmlearn import categorical_hmmlearn, gaussian_hmmlearn, hmmlearn_hmm
+from zoo_inference.peers.statsmodels import statsmodels_local_level
 
 # ==================================================================================== hmm
 

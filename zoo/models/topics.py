@@ -12,9 +12,9 @@ from pyro.distributions import constraints
 from pyro.ops.indexing import Vindex
 
 import zoo
-from inference.algorithms.cavi import lda_cavi_steps, lda_responsibilities
-from inference.algorithms.gibbs import lda_collapsed_gibbs
-from inference.peers import sklearn as sklearn_peer
+from zoo_inference.algorithms.cavi import lda_cavi_steps, lda_responsibilities
+from zoo_inference.algorithms.gibbs import lda_collapsed_gibbs
+from zoo_inference.peers import sklearn as sklearn_peer
 
 # Known topics of the synthetic corpus: topic k puts 0.22 on each of words 4k..4k+3 (0.88 in
 # all) and 0.015 on each of the other eight words.
