@@ -84,7 +84,7 @@ def test_the_batched_density_equals_the_per_chain_one_on_foreign_models(case, re
 
 
 def _simulated(name: str, n: int) -> list[dict] | None:
-    from zoo.sbc import simulate
+    from zoo.calibrate import simulate
 
     try:
         return [simulate(zoo.get_model(name), shifted(s))[0] for s in range(n)]

@@ -29,7 +29,7 @@ from seeding import shifted
 
 import zoo
 from zoo import cli
-from zoo.sbc import SBCResult, sbc, sbc_models, scaled, simulate
+from zoo.calibrate import SBCResult, sbc, sbc_models, scaled, simulate
 from zoo_inference import calibration
 
 os.environ.setdefault("ZOO_AUTO_COMPILE", "0")

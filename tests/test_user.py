@@ -325,3 +325,17 @@ def test_registering_again_in_a_notebook_cell(registry):
     zoo.register("cell_model", model=m, data={"y": torch.zeros(1)})
     zoo.register("cell_model", model=m, data={"y": torch.zeros(2)}, replace=True)
     assert zoo.get_model("cell_model").load_data()["y"].shape == (2,)
+
+
+def test_no_public_name_is_shadowed_by_a_submodule():
+    """Importing a submodule binds its name on the package: a public function named like one
+    (``zoo.sbc`` was, beside ``zoo/sbc.py``) would become the module for whoever imported it."""
+    import importlib
+    import pkgutil
+    import types
+
+    for info in pkgutil.iter_modules(zoo.__path__):
+        if info.name != "__main__":  # the command line itself
+            importlib.import_module(f"zoo.{info.name}")
+    for name in zoo.__all__:
+        assert not isinstance(getattr(zoo, name), types.ModuleType), name

@@ -53,7 +53,7 @@ _PUBLIC = {
     "register": "zoo.registry",
     "unregister": "zoo.registry",
     "report": "zoo.sweep",
-    "sbc": "zoo.sbc",
+    "sbc": "zoo.calibrate",
 }
 
 __all__ = [
@@ -91,6 +91,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from zoo.api import compare, run
+    from zoo.calibrate import sbc
     from zoo.registry import (
         ModelEntry,
         get_model,
@@ -99,7 +100,6 @@ if TYPE_CHECKING:
         register,
         unregister,
     )
-    from zoo.sbc import sbc
     from zoo.sweep import report
     from zoo_inference import (
         Comparison,

@@ -234,9 +234,9 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_sbc(args: argparse.Namespace) -> int:
+    from zoo.calibrate import sbc, sbc_models
     from zoo.files import check_writable
     from zoo.registry import get_model
-    from zoo.sbc import sbc, sbc_models
     from zoo_inference import ZooError
 
     every = not args.names
