@@ -144,14 +144,20 @@ def test_every_option_is_checked_before_work_the_same_way(engine, options, messa
 # ----------------------------------------------------------------------------- global state
 
 
+def _seed_all(seed: int) -> tuple[float, float, float]:
+    """Seed numpy, random and torch with ``seed``; returns the next number each then gives
+    (and seeds them again, so the caller's next numbers are these)."""
+    for reseed in (True, False):
+        np.random.seed(seed)
+        random.seed(seed)
+        torch.manual_seed(seed)
+        if reseed:
+            expected = (np.random.rand(), random.random(), torch.rand(()).item())
+    return expected
+
+
 def test_a_run_leaves_the_callers_random_state_alone():
-    np.random.seed(123)
-    random.seed(123)
-    torch.manual_seed(123)
-    expected = (np.random.rand(), random.random(), torch.rand(()).item())
-    np.random.seed(123)
-    random.seed(123)
-    torch.manual_seed(123)
+    expected = _seed_all(123)
     threads = torch.get_num_threads()
     zoo.run("beta_bernoulli", "svi", num_steps=20, num_samples=10, seed=0)
     assert (np.random.rand(), random.random(), torch.rand(()).item()) == expected
@@ -181,13 +187,7 @@ def test_a_run_leaves_the_callers_param_store_alone_and_its_numbers_do_not_depen
     tensors = dict(store.named_parameters())  # the unconstrained tensors themselves
     values = {k: v.detach().clone() for k, v in tensors.items()}
     constraint = store.get_state()["constraints"]
-    np.random.seed(7)
-    random.seed(7)
-    torch.manual_seed(7)
-    expected = (np.random.rand(), random.random(), torch.rand(()).item())
-    np.random.seed(7)
-    random.seed(7)
-    torch.manual_seed(7)
+    expected = _seed_all(7)
     again = {e: zoo.run("beta_bernoulli", e, seed=3, **o) for e, o in SMOKE.items()}
     compared = zoo.compare("beta_bernoulli", list(SMOKE), seed=3, **SMOKE)
     assert (np.random.rand(), random.random(), torch.rand(()).item()) == expected

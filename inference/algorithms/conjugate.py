@@ -72,15 +72,24 @@ def normal_gamma_update(
     m = (kappa0 * m0 + n * xbar) / kappa
     a = a0 + n / 2
     b = b0 + S / 2 + kappa0 * n * (xbar - m0) ** 2 / (2 * kappa)
-    log_ml = (
-        gammaln(a)
+    log_ml = normal_gamma_log_evidence(n, kappa0, a0, b0, kappa, a, b)
+    return {"m": m, "kappa": kappa, "a": a, "b": b}, float(log_ml.sum())
+
+
+def normal_gamma_log_evidence(
+    n: Any, kappa0: float, a0: float, b0: float, kappa_n: Any, a_n: Any, b_n: Any
+) -> Any:
+    """log p(x) of n Normal draws under a Normal–Gamma(m0, kappa0, a0, b0) prior, from the
+    posterior's (kappa_n, a_n, b_n): log G(a_n) - log G(a0) + a0 log b0 - a_n log b_n
+    + 1/2 log(kappa0 / kappa_n) - n / 2 log(2 pi). Elementwise on arrays."""
+    return (
+        gammaln(a_n)
         - gammaln(a0)
         + a0 * np.log(b0)
-        - a * np.log(b)
-        + 0.5 * np.log(kappa0 / kappa)
+        - a_n * np.log(b_n)
+        + 0.5 * np.log(kappa0 / kappa_n)
         - n / 2 * np.log(2 * np.pi)
     )
-    return {"m": m, "kappa": kappa, "a": a, "b": b}, float(log_ml.sum())
 
 
 def beta_update(

@@ -15,7 +15,7 @@ from scipy.special import betaln, gammaln
 
 import zoo
 from zoo_inference.algorithms.cavi import normal_gamma_cavi
-from zoo_inference.algorithms.conjugate import normal_mean_update
+from zoo_inference.algorithms.conjugate import normal_gamma_log_evidence, normal_mean_update
 from zoo_inference.algorithms.gibbs import normal_gamma_gibbs
 from zoo_inference.algorithms.markov import bigram_counts
 
@@ -313,15 +313,7 @@ def _(x: torch.Tensor, mu0: float, kappa0: float, a0: float, b0: float) -> tuple
     and log p(x) = log G(a_N) - log G(a0) + a0 log b0 - a_N log b_N + 1/2 log(kappa0/kappa_N)
     - N/2 log(2 pi)."""
     mu_n, kappa_n, a_n, b_n = normal_gamma_params(x, mu0, kappa0, a0, b0)
-    n = len(x)
-    log_z = (
-        gammaln(a_n)
-        - gammaln(a0)
-        + a0 * np.log(b0)
-        - a_n * np.log(b_n)
-        + 0.5 * np.log(kappa0 / kappa_n)
-        - 0.5 * n * np.log(2 * np.pi)
-    )
+    log_z = normal_gamma_log_evidence(len(x), kappa0, a0, b0, kappa_n, a_n, b_n)
     mu = dist.StudentT(2 * a_n, mu_n, np.sqrt(b_n / (a_n * kappa_n)))
     return {"mu": mu, "tau": dist.Gamma(a_n, b_n)}, float(log_z)
 
