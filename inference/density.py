@@ -9,12 +9,11 @@ used; a form that fails or disagrees is dropped with a warning that says why):
 
 ``compiled``  the ``vmap``-ed value-and-gradient traced once into an aten graph by ``make_fx``
               (simplified: :mod:`inference.backend.simplify` folds its constants, drops
-              identities and repeats: 107 of 191 nodes kept on eight_schools_noncentered, a
-              call 140 us against 260 traced) and compiled by TorchInductor (needs a C compiler); a
+              identities and repeats) and compiled by TorchInductor (needs a C compiler); a
               sampler's whole step (leapfrog, density and bookkeeping) can be fused into one
               compiled graph (:meth:`BatchedDensity.fuse`);
 ``traced``    the same graph, run uncompiled: as TorchScript (:func:`inference.backend.script`,
-              run by TorchScript's C++ interpreter: 1.1-4.6 times faster a call than the FX
+              run by TorchScript's C++ interpreter: faster a call than the FX
               ``GraphModule``'s Python or ``torch.compile``'s lightest backend, no compiler
               needed: benchmarks/uncompiled_forms.py), or as the ``GraphModule`` where
               scripting fails, disagrees or torch is outside the versions it was verified on
@@ -48,7 +47,6 @@ from .backend import (
     check_per_chain_data,
     failed_factor_as_nan,
     functional,
-    has_compiler,  # noqa: F401 - re-exported: inference.mcmc and tests import it from here
     inductor,
     make_fx,
     policy,
@@ -293,8 +291,7 @@ class BatchedDensity:
         """A sampler's step ``step(density, *args) -> tensors`` (no Python branch on values)
         traced through this density's graph as one function of ``args``, so that the sampler's
         bookkeeping around each density call costs no Python either: compiled by inductor in
-        compiled mode, as simplified TorchScript in traced mode (a NUTS call on
-        eight_schools_noncentered 0.93-1.04 ms against 1.19-1.46 eagerly). None where the
+        compiled mode, as simplified TorchScript in traced mode. None where the
         density has no graph or the step cannot be fused (the reason is kept in
         ``reasons['fused']``). Built once per mode, step function, argument shapes (a traced
         graph fixes them) and ``reuse_outputs``; checked against the eager step at ``args``.

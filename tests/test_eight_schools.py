@@ -8,7 +8,7 @@ from seeding import shifted
 
 import zoo
 from zoo.models.hierarchical import schools_conditional
-from zoo_inference.density import has_compiler
+from zoo_inference.backend import has_compiler
 
 Y = np.array([28.0, 8, -3, 7, -1, 1, 18, 12])
 SIGMA = np.array([15.0, 10, 16, 11, 9, 11, 10, 18])

@@ -101,8 +101,8 @@ def test_the_wheel_holds_every_module_and_data_file_under_its_own_names(wheel):
 def test_the_wheel_installs_beside_hugging_faces_datasets(wheel, tmp_path):
     """Both installed in one environment: ``datasets`` is Hugging Face's, the zoo's wheel takes
     none of the taken names, and the zoo's loaders, data files and templates work. Hugging
-    Face's package comes without its dependencies here (the clash is one of files and names:
-    10 s against 35 s with them); the slow test below imports it too."""
+    Face's package comes without its dependencies here (the clash is one of files and names,
+    and its dependencies are slow to install); the slow test below imports it too."""
     python = _environment(tmp_path / "venv")
     _run([*PIP, "--python", str(python), "install", "--no-deps", "datasets", str(wheel)])
     code = f"TEMPLATES = {_templates()!r}\nTAKEN = {TAKEN!r}\n{CHECK}"

@@ -32,7 +32,8 @@ import zoo
 import zoo_inference.backend as backend
 from zoo_inference import density as density_module
 from zoo_inference import samplers
-from zoo_inference.density import DensityWarning, batched_density, has_compiler
+from zoo_inference.backend import has_compiler
+from zoo_inference.density import DensityWarning, batched_density
 from zoo_inference.samplers import driver, integrator, metric, trajectory, windows
 from zoo_inference.samplers.hmc import transition as hmc_transition
 from zoo_inference.samplers.nuts import nuts_sample

@@ -22,13 +22,7 @@ from .tracing import make_fx
 from .versions import BUFFER_REUSE, INDUCTOR, TORCHSCRIPT
 
 # CPU code from inductor is scalar (``cpp.simdlen=1``) for batches under this many rows: at a
-# few chains, vector code gains little and generating it is most of a compile. The quick
-# report's NUTS steps (4 chains a group), compiled with inductor's cache empty on a 2-core
-# machine, took 24 s instead of 33 (naive_bayes), 17 instead of 25 (dirichlet_process_mixture)
-# and 44 instead of 64 (hmm), and sampled about as fast (naive_bayes 26 s against 27.5, hmm
-# 28.6 against 28.9; the mixture 12% slower, 90.6 s against 80.9). At 16 chains a group vector
-# code wins: logistic_regression's ChEES 13.1 s against 17.8 with the cache warm, 21.1 against
-# 23.5 with it empty.
+# few chains vector code gains little and generating it is most of a compile; from 16 it wins.
 VECTORISE_FROM = 16
 # Inductor checks each vector instruction set the CPU reports by compiling and loading a test
 # program, once per machine (its compile cache) and per process (the loads): 7 of the 13 s of a
@@ -58,9 +52,9 @@ def scripting() -> bool:
 
 
 def script(graph: torch.fx.GraphModule, example: tuple[torch.Tensor, ...]) -> Callable[..., Any]:
-    """``graph`` as TorchScript (``torch.jit.trace``), run by its C++ interpreter: 1.1-4.6
-    times faster a call than the FX graph's Python or ``torch.compile``'s lightest backend
-    (benchmarks/results/uncompiled_forms.md). Raises where torch
+    """``graph`` as TorchScript (``torch.jit.trace``), run by its C++ interpreter: faster a
+    call than the FX graph's Python or ``torch.compile``'s lightest backend
+    (benchmarks/uncompiled_forms.py measures them). Raises where torch
     is outside the versions it was verified on (torch 2.14 deprecates it, with a FutureWarning
     silenced here); the caller keeps the FX graph."""
     if not TORCHSCRIPT.usable():
@@ -97,12 +91,9 @@ def inductor(
     """``fn`` (a function of tensors returning a tuple of them: an aten graph from ``make_fx``,
     or a step through one) compiled by TorchInductor: traced once into aten with inductor's
     decompositions, functionalised, and handed to inductor's graph compiler
-    (``compile_fx_inner``) as it is. No TorchDynamo capture and no guards on each call (10 us a
-    call against 29 through ``torch.compile``), and no AOT autograd either: it traced the graph
-    twice more (its metadata, then its functional form) to find that it needs no gradient:
-    a fifth to a quarter of a cold compile (NUTS's step on eight_schools 5.1 s against 6.5, on
-    naive_bayes 4.8 against 6.7, on gaussian_hmm 17.1 against 22.5), and the step runs as fast
-    or faster (eight_schools 21 us a call against 29). ``rows``: the batch (chains or
+    (``compile_fx_inner``) as it is. No TorchDynamo capture and no guards on each call, and no
+    AOT autograd either: it traced the graph twice more (its metadata, then its functional form) to
+    find that it needs no gradient, a large share of a cold compile. ``rows``: the batch (chains or
     particles) the graph runs; below :data:`VECTORISE_FROM` the CPU code is scalar (see there).
     ``reuse_outputs``: the caller is done with a call's outputs once it makes the call after
     next, so the compiled code may write into the buffers of two calls before

@@ -17,10 +17,9 @@ from .versions import FAILED_FACTOR, ONE_FAKE_MODE
 
 def make_fx(fn: Callable[..., Any], **kwargs: Any) -> Callable[..., torch.fx.GraphModule]:
     """torch's ``make_fx``, with the fake values it records on the graph's nodes all made in one
-    fake mode. Left to itself, tracing real tensors makes a fake mode for each node, and a fake
-    mode keeps the stack it was made on: a third of a density's build (naive_bayes 0.35 s
-    against 0.71, hmm 1.0 against 1.8) and half the objects a report's worker keeps (which the
-    garbage collector then walks through again and again). torch's own where unverified."""
+    fake mode. Left to itself, tracing real tensors makes a fake mode for each node, each keeping
+    the stack it was made on: slower builds and objects the garbage collector walks again and
+    again. torch's own where unverified."""
     trace = _torch_make_fx(fn, **kwargs)
     if not ONE_FAKE_MODE.usable():
         return trace

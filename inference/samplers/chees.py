@@ -43,11 +43,10 @@ def chees(
     At each window's end a chain stuck far below the others
     (:func:`~inference.samplers.trajectory.stuck_chains`) is restarted where a chain that is not
     stuck is, and its window is left out of the metric: one step size and one T for every
-    chain cannot suit a narrow basin and the posterior at once (on gaussian_mixture, chains in
-    a one-wide-component basin 150 nats down held the shared step size at 0.1-0.2 against 0.7,
-    and R-hat at 1.8-4.0 at seeds 1-3). Warmup only, so the draws keep their stationary law;
-    but restarted chains share a start with their donors, which nested R-hat's superchains
-    assume independent: ``restarted_chains`` in the diagnostics counts them."""
+    chain cannot suit a narrow basin and the posterior at once (gaussian_mixture's chains in a
+    one-wide-component basin held the shared step size down). Warmup only, so the draws keep their
+    stationary law; but restarted chains share a start with their donors, which nested R-hat's
+    superchains assume independent: ``restarted_chains`` in the diagnostics counts them."""
     q = theta0
     logp, grad = density(q)
     B, D = q.shape

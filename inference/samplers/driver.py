@@ -22,8 +22,9 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from ..backend import has_compiler
 from ..context import EngineContext
-from ..density import batched_density, has_compiler
+from ..density import batched_density
 from ..parallel import cores, map_indices
 from ..results import ZooError
 from ..runtime import device_of, on_device

@@ -205,12 +205,8 @@ def new_subtrees(st: dict[str, torch.Tensor], start: torch.Tensor, coin: torch.T
     st["s_div"] = st["s_div"] & ~s
 
 
-# The nodes NUTS's tree bookkeeping adds to the density's graph in the fused step (naive_bayes:
-# 893 against the density's 612; eight_schools: 455 against 176), priced into the decision to
-# compile: NUTS's compiles took 5.0-20.5 s in a cold quick report where the density alone
-# predicted 4.5-11.2 s, and mid-sized runs compiled that ran faster traced (dirichlet_bigram
-# 26.2 s against 13.0, gaussian_process 21.7 against 16.0). Priced so, two of the next cold
-# report's NUTS cells stayed traced (three_coin 15.0 s -> 10.9, normal_gamma 8.1 -> 5.5).
+# The nodes NUTS's tree bookkeeping adds to the density's graph in the fused step, priced into
+# the decision to compile: the density's graph alone under-priced NUTS's compiles.
 NUTS_STEP_NODES = 280
 
 
