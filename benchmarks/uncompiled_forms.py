@@ -143,8 +143,8 @@ def table(rows: list[dict[str, Any]], chains: int, seconds: float) -> str:
         "The choice (inference/backend/compile.py): TorchScript stays the uncompiled form on the",
         "torch releases it is verified on (pyproject.toml's range; torch 2.14's FutureWarning is",
         "silenced), the FX graph elsewhere, where a sampler's step runs eagerly (as it does with",
-        "ZOO_TORCHSCRIPT=0: at most a quarter slower than the FX graph fused in runs here, often",
-        "faster). torch.compile's lightest backend is the slowest of the three.",
+        "zoo.configure(uncompiled='fx'): at most a quarter slower than the FX graph fused in",
+        "runs here, often faster). torch.compile's lightest backend is the slowest of the three.",
     ]
     return "\n".join(lines) + "\n"
 

@@ -17,8 +17,7 @@ processes only, so within a process change settings with :func:`configure`.
 setting             environment variable  values
 ==================  ====================  ================================================
 ``auto_compile``    ``ZOO_AUTO_COMPILE``  ``1``/``0`` (also true/false, yes/no, on/off)
-``uncompiled``      ``ZOO_UNCOMPILED``    ``torchscript`` or ``fx`` (``ZOO_TORCHSCRIPT=0``
-                                          is read as ``fx``, ``1`` as ``torchscript``)
+``uncompiled``      ``ZOO_UNCOMPILED``    ``torchscript`` or ``fx``
 ``code_version``    ``ZOO_CODE_VERSION``  any text
 ==================  ====================  ================================================
 
@@ -71,7 +70,6 @@ ENVIRONMENT = {
     "uncompiled": "ZOO_UNCOMPILED",
     "code_version": "ZOO_CODE_VERSION",
 }
-TORCHSCRIPT_ENV = "ZOO_TORCHSCRIPT"  # the older switch for ``uncompiled``: 0 is "fx"
 _NAMES = tuple(f.name for f in fields(Config))
 _changes: dict[str, Any] = {}  # what configure() set, over the environment's defaults
 _environment: dict[str, Any] | None = None  # the environment's settings, read at first use
@@ -105,9 +103,6 @@ def _from_environment(environ: Mapping[str, str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name, variable in ENVIRONMENT.items():
         text = environ.get(variable, "")
-        if name == "uncompiled" and not text and environ.get(TORCHSCRIPT_ENV, ""):
-            variable, text = TORCHSCRIPT_ENV, environ[TORCHSCRIPT_ENV]
-            text = "torchscript" if _flag(variable, text) else "fx"
         if not text:
             continue
         value: Any = _flag(variable, text) if name == "auto_compile" else text.strip()

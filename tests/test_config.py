@@ -23,12 +23,9 @@ def test_the_defaults_and_the_environment_variables_that_give_them():
         "auto_compile": False,
         "code_version": "v1",
     }
-    assert read({"ZOO_AUTO_COMPILE": "1", "ZOO_TORCHSCRIPT": "0"}) == {
+    assert read({"ZOO_AUTO_COMPILE": "1", "ZOO_UNCOMPILED": " fx "}) == {
         "auto_compile": True,
         "uncompiled": "fx",
-    }
-    assert read({"ZOO_UNCOMPILED": "torchscript", "ZOO_TORCHSCRIPT": "0"}) == {
-        "uncompiled": "torchscript"  # the setting's own variable wins
     }
     assert read({"ZOO_AUTO_COMPILE": "", "ZOO_CODE_VERSION": ""}) == {}  # empty: unset
     with pytest.raises(zoo.ZooError, match="ZOO_AUTO_COMPILE='maybe': use 1 or 0"):
@@ -38,7 +35,7 @@ def test_the_defaults_and_the_environment_variables_that_give_them():
 
 
 def test_a_new_process_reads_the_environment():
-    env = {**os.environ, "ZOO_AUTO_COMPILE": "0", "ZOO_TORCHSCRIPT": "0", "ZOO_CODE_VERSION": "x"}
+    env = {**os.environ, "ZOO_AUTO_COMPILE": "0", "ZOO_UNCOMPILED": "fx", "ZOO_CODE_VERSION": "x"}
     code = "import zoo; print(zoo.config())"
     out = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
