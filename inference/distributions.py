@@ -1,6 +1,6 @@
 """Distributions and constraints the models share: normal draws listed in increasing order
 (scalars, or points by their first coordinate), priors that remove a mixture's label-switching
-modes without changing the model otherwise."""
+modes without changing the model otherwise; a categorical with the moments of its index."""
 
 from __future__ import annotations
 
@@ -10,6 +10,21 @@ import pyro.distributions as dist
 import torch
 from pyro.distributions import constraints
 from torch.distributions import biject_to, transform_to
+
+
+class IndexCategorical(dist.Categorical):
+    """A Categorical whose mean and variance are those of its value 0..K-1 (torch's are
+    undefined): the moments a table reports for a label or a topic posterior."""
+
+    @property
+    def mean(self) -> torch.Tensor:
+        k = torch.arange(self.probs.shape[-1], dtype=self.probs.dtype)
+        return (self.probs * k).sum(-1)
+
+    @property
+    def variance(self) -> torch.Tensor:
+        k = torch.arange(self.probs.shape[-1], dtype=self.probs.dtype)
+        return (self.probs * k**2).sum(-1) - self.mean**2
 
 
 class SortedNormal(dist.TorchDistribution):

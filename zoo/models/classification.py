@@ -17,6 +17,7 @@ from scipy.special import logsumexp
 import zoo
 from zoo_datasets import load_iris
 from zoo_inference.algorithms.conjugate import beta_update, dirichlet_log_ml, normal_gamma_update
+from zoo_inference.distributions import IndexCategorical
 
 # Iris flowers 83, a versicolor (6.0, 2.7, 5.1, 1.6 cm), and 133, a virginica (6.3, 2.8, 5.1,
 # 1.5 cm): both near the border of the two species, held out as the new flowers to classify.
@@ -122,25 +123,11 @@ def _mixture(
     return dist.MixtureSameFamily(dist.Categorical(logits=logits), comp)
 
 
-class LabelPosterior(dist.Categorical):
-    """A Categorical whose mean and variance are those of the label value 0..C-1 (torch's are
-    undefined), the moments the enum and sampling engines report for a label."""
-
-    @property
-    def mean(self) -> torch.Tensor:
-        return (self.probs * torch.arange(self.probs.shape[-1], dtype=self.probs.dtype)).sum(-1)
-
-    @property
-    def variance(self) -> torch.Tensor:
-        v = torch.arange(self.probs.shape[-1], dtype=self.probs.dtype)
-        return (self.probs * v**2).sum(-1) - self.mean**2
-
-
-def _label_marginals(log_w: np.ndarray, labellings: np.ndarray, C: int) -> LabelPosterior:
+def _label_marginals(log_w: np.ndarray, labellings: np.ndarray, C: int) -> IndexCategorical:
     """P(label_new_i = c | data) = sum of the weights of the labellings with a_i = c."""
     w = np.exp(log_w)
     probs = np.stack([(w[:, None] * (labellings == c)).sum(0) for c in range(C)], axis=-1)
-    return LabelPosterior(probs=torch.as_tensor(probs))
+    return IndexCategorical(probs=torch.as_tensor(probs))
 
 
 # ------------------------------------------------------------------------ naive_bayes
