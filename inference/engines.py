@@ -46,9 +46,10 @@ POSITIVE_INTS = {
     "starts",
     "subsample_size",
     "chain_groups",
+    "max_draws",
 }
 NONNEGATIVE_INTS = {"warmup"}
-POSITIVE_FLOATS = {"lr", "tol", "trajectory_length", "target_accept"}
+POSITIVE_FLOATS = {"lr", "tol", "trajectory_length", "target_accept", "ess"}
 PROBABILITIES = {"target_accept"}  # strictly between 0 and 1
 CHOICES: dict[str, tuple[Any, ...]] = {
     "guide": GUIDES,
@@ -323,8 +324,10 @@ def check_options(spec: EngineSpec, options: Mapping[str, Any]) -> dict[str, Any
             if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
                 kind = "a positive integer" if low else "a non-negative integer"
                 raise ZooError(f"option {key!r} must be {kind}, got {value!r}")
-        if key in POSITIVE_FLOATS and (
-            isinstance(value, bool) or not isinstance(value, numbers.Real) or not value > 0
+        if (
+            key in POSITIVE_FLOATS
+            and not auto_none
+            and (isinstance(value, bool) or not isinstance(value, numbers.Real) or not value > 0)
         ):
             raise ZooError(f"option {key!r} must be a positive number, got {value!r}")
         if key in PROBABILITIES and not value < 1:
@@ -388,6 +391,8 @@ SAMPLER_DEFAULTS: dict[str, Any] = {
     "jit": None,
     "parallel": True,
     "device": "cpu",
+    "ess": None,
+    "max_draws": None,
 }
 SAMPLER_BUDGETS: dict[str, dict[str, Any]] = {
     "smoke": {"num_samples": 100, "warmup": 100, "num_chains": 2},
@@ -479,16 +484,26 @@ def register_sampler(
     points, ``gen`` the chains' ``torch.Generator``; it returns :class:`Samples` with ``theta``
     ``(chains, num_samples, D)``, per-draw ``stats`` ``(chains, num_samples)`` (``diverging``,
     ``accept`` are shown where given), the number of gradient evaluations and ``info``. The
-    engine adds ``num_chains``, ``chain_groups``, ``jit``, ``parallel`` and ``device`` to the
-    sampler's own options (its other keyword arguments) and gives it the compiled density, chain
-    groups in worker processes, constrained draws, discrete sites recovered, R-hat and ESS."""
+    engine adds ``num_chains``, ``chain_groups``, ``jit``, ``parallel``, ``device``, ``ess``
+    and ``max_draws`` to the sampler's own options (its other keyword arguments) and gives it
+    the compiled density, chain groups in worker processes, constrained draws, discrete sites
+    recovered, R-hat and ESS. A run to an ESS target (``ess=``, see
+    :func:`~inference.samplers.driver.sample_chains`) needs a sampler that can go on: one that
+    takes ``resume=None`` and, given the ``Samples.state`` its last call returned (and
+    ``warmup=0``), continues its chains from ``theta0`` without adapting again."""
     _check_engine_name(name, replace)
     own = _sampler_options(name, fn)
+    resumable = own.pop("resume", inspect.Parameter.empty) is None
     budgets = SAMPLER_BUDGETS if budgets is None else budgets
     checked = _checked(name, fn)
 
     def run(ctx: EngineContext, **options: Any) -> Run:
         driver = {k: options.pop(k) for k in SAMPLER_DEFAULTS}
+        if driver["ess"] is not None and not resumable:
+            raise ZooError(
+                f"sampler {name!r} cannot run to an ESS target (ess=): its function takes no "
+                "`resume` (the Samples.state of its last call, to go on without a new warmup)"
+            )
         return grouped_run(ctx, name, checked, **driver, **options)
 
     summary = description or _first_line(fn, name)

@@ -4,10 +4,17 @@ a group advanced together (:mod:`inference.samplers`, whose driver lays the chai
 groups, each seeded from the run's seed and its index, in parallel worker processes when the
 machine has the cores); discrete sites are summed out of the target and recovered afterwards,
 and the draws packaged as a Run. Pyro's own NUTS stays reachable (``backend="pyro"``) as the
-independent check."""
+independent check.
+
+Every sampler engine here can run to a target instead of a fixed number of draws: ``ess=400``
+warms up once, then draws in blocks until every continuous parameter has a bulk ESS of 400 and
+an R-hat of at most 1.01, or the chains hold ``max_draws`` draws each (default ten times
+``num_samples``); the Run's diagnostics say how many draws it took (``draws_per_chain``,
+``blocks``) and why it stopped (``stopped``), and a run stopped by the limit warns."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -158,6 +165,8 @@ def grouped_run(
     )  # fmt: skip
     posterior, stats, parts = sampled.posterior, sampled.stats, sampled.parts
     groups, workers = sampled.groups, sampled.workers
+    if sampled.stopping:  # a run to an ESS target: the draws it took
+        num_samples = sampled.stopping["draws_per_chain"]
     diverging = stats.pop("diverging").astype(bool)
     if why := failed_chains(sampled.theta, diverging):
         raise NumericalFailure(why)
@@ -190,6 +199,7 @@ def grouped_run(
             diagnostics[key] = values[0] if len(values) == 1 else values
     if omitted:
         diagnostics["omitted"] = omitted
+    diagnostics.update(sampled.stopping or {})
     run = make_run(
         engine,
         posterior,
@@ -204,6 +214,16 @@ def grouped_run(
     if superchain > 1 and num_chains >= 2 * superchain:
         run.diagnostics["max_nested_r_hat"] = max_nested_rhat(
             {k: posterior[k] for k in continuous}, superchain
+        )
+    if sampled.stopping and not sampled.stopping["stopped"].startswith("target"):
+        warnings.warn(
+            f"{engine} stopped at its {sampled.stopping['stopped']} short of ess="
+            f"{sampled.stopping['ess_target']:g}: least bulk ESS "
+            f"{run.diagnostics.get('min_ess_bulk', float('nan')):.0f}, largest R-hat "
+            f"{run.diagnostics.get('max_r_hat', float('nan')):.3f} (raise max_draws, or see the "
+            "traces: a multimodal or stuck posterior may never get there)",
+            RuntimeWarning,
+            stacklevel=2,
         )
     return run
 
@@ -247,6 +267,8 @@ def nuts_engine(
     parallel: bool = True,
     device: str = "cpu",
     chain_groups: int | None = None,
+    ess: float | None = None,
+    max_draws: int | None = None,
 ) -> Run:
     """No-U-Turn sampler (Hoffman & Gelman 2014): trajectories end where they turn back. The
     zoo's sampler runs the chains in lockstep on the compiled batched density; ``backend=
@@ -259,6 +281,8 @@ def nuts_engine(
     ``dense_e``; default diagonal, Stan's ``diag_e``; ``None``: dense up to 100 dimensions;
     Pyro's NUTS: its ``full_mass``)."""
     if backend == "pyro":
+        if ess is not None or max_draws is not None:
+            raise ZooError("ess and max_draws apply to the zoo's samplers (backend='zoo')")
         if chain_groups is not None and chain_groups > 1:
             raise ZooError(
                 "chain_groups applies to the zoo's samplers; Pyro's NUTS runs a chain a process"
@@ -288,6 +312,8 @@ def nuts_engine(
         parallel=parallel,
         device=device,
         chain_groups=chain_groups,
+        ess=ess,
+        max_draws=max_draws,
         target_accept=target_accept,
         max_tree_depth=max_tree_depth,
         dense_mass=dense_mass,
@@ -307,6 +333,8 @@ def chees_engine(
     parallel: bool = True,
     device: str = "cpu",
     chain_groups: int | None = None,
+    ess: float | None = None,
+    max_draws: int | None = None,
 ) -> Run:
     """ChEES-HMC (Hoffman, Radul & Sountsov 2021): many chains sharing one step size and one
     jittered trajectory length, both adapted in a short warmup; nested R-hat over superchains of
@@ -323,6 +351,8 @@ def chees_engine(
         parallel=parallel,
         device=device,
         chain_groups=chain_groups,
+        ess=ess,
+        max_draws=max_draws,
         superchain=SUPERCHAIN,
         min_group=CHEES_GROUP,
         target_accept=target_accept,
@@ -344,6 +374,8 @@ def hmc_engine(
     parallel: bool = True,
     device: str = "cpu",
     chain_groups: int | None = None,
+    ess: float | None = None,
+    max_draws: int | None = None,
 ) -> Run:
     """Static Hamiltonian Monte Carlo: no U-turn check, each draw integrates for ``2 u
     trajectory_length`` (``u`` from a Halton sequence: the mean time is ``trajectory_length``,
@@ -360,6 +392,8 @@ def hmc_engine(
         parallel=parallel,
         device=device,
         chain_groups=chain_groups,
+        ess=ess,
+        max_draws=max_draws,
         target_accept=target_accept,
         trajectory_length=trajectory_length,
         max_steps=max_steps,
@@ -376,6 +410,8 @@ def mh_engine(
     parallel: bool = True,
     device: str = "cpu",
     chain_groups: int | None = None,
+    ess: float | None = None,
+    max_draws: int | None = None,
 ) -> Run:
     """Random-walk Metropolis–Hastings with a diagonal proposal adapted in warmup."""
     return grouped_run(
@@ -389,6 +425,8 @@ def mh_engine(
         parallel=parallel,
         device=device,
         chain_groups=chain_groups,
+        ess=ess,
+        max_draws=max_draws,
         target_accept=target_accept,
     )
 

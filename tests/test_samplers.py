@@ -779,8 +779,8 @@ def test_the_fused_compiled_asynchronous_step_takes_the_eager_steps(
         runs.append(nuts_sample(density, q, logp, grad, step, metric, gen, 8, loop=loop))
         monkeypatch.delattr(density, "fuse")
         assert given and all((f is not None) == (scripted == "1") for f in given), density.reasons
-    (d0, s0, c0, _), *others = runs
-    for d1, s1, c1, _ in others:
+    (d0, s0, c0, *_), *others = runs
+    for d1, s1, c1, *_ in others:
         assert c0 == c1
         np.testing.assert_allclose(d1, d0, rtol=1e-4, atol=1e-4)
         for k in s0:
@@ -831,7 +831,7 @@ def test_asynchronous_nuts_wastes_no_call_and_samples_a_gaussian():
     q = torch.randn(B, 2, generator=gen, dtype=torch.float64) * 3
     logp, grad = density(q)
     step = torch.full((B,), 0.2, dtype=torch.float64)
-    draws, stats, calls, _ = nuts_sample(
+    draws, stats, calls, *_ = nuts_sample(
         density, q, logp, grad, step, torch.ones(B, 2, dtype=torch.float64), gen, n
     )
     steps = stats["n_steps"].sum(1)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -24,6 +25,9 @@ class Samples:
     stats: dict[str, torch.Tensor] = field(default_factory=dict)  # name -> (chains, draws)
     gradient_evals: int = 0  # density calls x chains, warmup included
     info: dict[str, float | list[float]] = field(default_factory=dict)
+    # what the kernel needs to go on drawing from the last draws (its ``resume=`` option):
+    # the adapted step size, metric and schedule; the driver adds the generator's state
+    state: dict[str, Any] = field(default_factory=dict)
 
 
 class Loop:

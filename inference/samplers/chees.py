@@ -6,6 +6,7 @@ sequence, and one mass matrix for all chains (their within-chain variances, aver
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 
@@ -30,6 +31,7 @@ def chees(
     learning_rate: float = 0.05,
     max_steps: int = 1000,
     dense_mass: bool | None = None,
+    resume: dict[str, Any] | None = None,
 ) -> Samples:
     """ChEES-HMC: one step size and one trajectory length T for all chains, adapted in warmup;
     each draw integrates for ``2 u T`` (``u`` from a Halton sequence) with the Metropolis
@@ -46,18 +48,25 @@ def chees(
     chain cannot suit a narrow basin and the posterior at once (gaussian_mixture's chains in a
     one-wide-component basin held the shared step size down). Warmup only, so the draws keep their
     stationary law; but restarted chains share a start with their donors, which nested R-hat's
-    superchains assume independent: ``restarted_chains`` in the diagnostics counts them."""
+    superchains assume independent: ``restarted_chains`` in the diagnostics counts them.
+
+    ``resume``: a previous run's :attr:`Samples.state` (step size, T, metric and the Halton
+    sequence's place): no warmup, the chains go on from ``theta0`` (their last draws)."""
     q = theta0
     logp, grad = density(q)
     B, D = q.shape
     dtype = q.dtype
     dense = is_dense(D, dense_mass)
-    # dense from the start: a compiled step is traced for one shape of the metric
-    inv_mass = torch.eye(D, dtype=dtype)[None] if dense else torch.ones(B, D, dtype=dtype)
-    calls = 1
-    step_b, c = find_step_size(density, q, logp, grad, inv_mass, torch.ones(B, dtype=dtype), gen)
-    calls += c
-    step = float(step_b.median())
+    calls, done = 1, 0  # done: iterations of the runs this one continues
+    if resume is None:
+        # dense from the start: a compiled step is traced for one shape of the metric
+        inv_mass = torch.eye(D, dtype=dtype)[None] if dense else torch.ones(B, D, dtype=dtype)
+        ones = torch.ones(B, dtype=dtype)
+        step_b, c = find_step_size(density, q, logp, grad, inv_mass, ones, gen)
+        calls += c
+        step = float(step_b.median())
+    else:
+        step, inv_mass, done = resume["step_size"], resume["inv_mass"], resume["iterations"]
     da = DualAveraging(torch.tensor([step], dtype=dtype), target_accept)
     trajectory = TrajectoryLength(step, learning_rate, max_steps)
     ends = set(stan_windows(warmup))
@@ -73,9 +82,9 @@ def chees(
     # the first 150 of 800 iterations took 5.0 of 8.2 s), so projected from the first 2% the
     # run looked four times its length, and a 13 s compile was made for a 13 s traced run
     loop.pace_from(warmup)
-    T = trajectory.T
+    T = trajectory.T if resume is None else resume["trajectory_length"]
     for it in range(warmup + num_samples):
-        u = halton(it + 1)
+        u = halton(done + it + 1)
         n_steps = torch.full((B,), max(1.0, math.ceil(2 * u * T / step)), dtype=dtype)
         steps = torch.full((B,), step, dtype=dtype)
         q_new, lp_new, g_new, st, c, proposal, p_end = transition(
@@ -131,4 +140,10 @@ def chees(
         "dense_mass": dense,
         "restarted_chains": restarted,
     }
-    return Samples(draws, out, calls * B, info)
+    state = {
+        "step_size": step,
+        "trajectory_length": T,
+        "inv_mass": inv_mass,
+        "iterations": done + warmup + num_samples,
+    }
+    return Samples(draws, out, calls * B, info, state)

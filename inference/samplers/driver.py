@@ -22,6 +22,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from ..arviz_io import arviz
 from ..backend import has_compiler
 from ..context import EngineContext
 from ..density import batched_density
@@ -170,8 +171,8 @@ def chain_seed(seed: int, chain: int) -> int:
 @dataclass
 class Sampled:
     """The chains of a batched sampler run: constrained draws ``site -> (chains, draws, *shape)``,
-    per-draw statistics ``(chains, draws)``, the flat unconstrained draws and each group's
-    :class:`~inference.samplers.base.Samples`."""
+    per-draw statistics ``(chains, draws)``, the flat unconstrained draws, each group's
+    :class:`~inference.samplers.base.Samples` and, for a run to an ESS target, how it stopped."""
 
     posterior: dict[str, np.ndarray]
     stats: dict[str, np.ndarray]
@@ -179,6 +180,11 @@ class Sampled:
     parts: list[Samples]
     groups: int
     workers: int
+    stopping: dict[str, Any] | None = None
+
+
+R_HAT_TARGET = 1.01  # an ESS target also asks every R-hat to be at most this
+MAX_DRAWS_FACTOR = 10  # default limit of a run to an ESS target: this many times num_samples
 
 
 def sample_chains(
@@ -195,6 +201,8 @@ def sample_chains(
     min_group: int = 1,
     batch: dict[str, torch.Tensor] | None = None,
     chain_groups: int | None = None,
+    ess: float | None = None,
+    max_draws: int | None = None,
     **options: Any,
 ) -> Sampled:
     """Run ``sampler`` on the model's batched log density: the chains in ``chain_groups``
@@ -203,7 +211,17 @@ def sample_chains(
     numbers either way; the layout, not the processes, fixes the numbers). On a GPU
     (``device="cuda"``) all chains are one group, every tensor of the run on the device.
     ``batch``: per-chain data (``(num_chains, *shape)`` per batched argument; see
-    :class:`~inference.density.BatchedDensity`), each group taking its chains' rows."""
+    :class:`~inference.density.BatchedDensity`), each group taking its chains' rows.
+
+    ``ess``: after ``warmup`` and ``num_samples`` draws a chain, the chains go on drawing (the
+    sampler's ``resume``, no new warmup) in blocks sized from the ESS so far, until the least
+    bulk ESS of every continuous parameter reaches ``ess`` and every R-hat is at most
+    :data:`R_HAT_TARGET`, or the chains hold ``max_draws`` draws each (default
+    :data:`MAX_DRAWS_FACTOR` times ``num_samples``); :attr:`Sampled.stopping` says which."""
+    if max_draws is not None and ess is None:
+        raise ZooError("max_draws limits a run to an ESS target: give ess= with it")
+    if max_draws is not None and max_draws < num_samples:
+        raise ZooError(f"max_draws={max_draws} is fewer than num_samples={num_samples}")
     s = ctx.structure
     dev = device_of(device)
     groups = chain_layout(num_chains, min_group, chain_groups, dev)
@@ -223,37 +241,112 @@ def sample_chains(
         for g, n in enumerate(sizes)
     ]
     workers = groups if parallel else 1
+    previous: list[Samples] = []  # each group's draws so far (a run to an ESS target)
+    block = [num_samples, warmup]  # the draws and warmup of the next call
 
     def one(g: int) -> Samples:
         density = densities[g]
         density.start_run(auto_compile=jit is None)  # None: compiled once the run shows it pays
         gen = density.generator(chain_seed(ctx.seed, g))
-        theta0 = density.initial_points(gen)
-        if superchain > 1:  # chains of a superchain start together (nested R-hat)
-            theta0 = theta0[(torch.arange(len(theta0)) // superchain) * superchain]
+        more = dict(options)
+        if previous:  # the chains go on from their last draws, as the sampler left them
+            state = dict(previous[g].state)
+            gen.set_state(state.pop("rng"))
+            theta0 = previous[g].theta[:, -1].to(dev)
+            more["resume"] = state
+        else:
+            theta0 = density.initial_points(gen)
+            if superchain > 1:  # chains of a superchain start together (nested R-hat)
+                theta0 = theta0[(torch.arange(len(theta0)) // superchain) * superchain]
         with torch.no_grad(), on_device(dev):
             result = sampler(
                 density,
                 theta0,
-                num_samples=num_samples,
-                warmup=warmup,
+                num_samples=block[0],
+                warmup=block[1],
                 gen=gen,
                 progress=ctx.progress and workers == 1,
-                **options,
+                **more,
             )
         result.info["density"] = density.mode
         result.info["compile_s"] = density.compile_s
+        if ess is not None:
+            result.state["rng"] = gen.get_state()
         return result
 
     parts = map_indices(one, groups, workers)
     density = densities[0]
+    stopping = None
+    if ess is not None:
+        limit = max_draws or MAX_DRAWS_FACTOR * num_samples
+        blocks, drawn = 1, num_samples
+        while True:
+            theta = torch.cat([p.theta for p in parts])
+            least, worst = convergence(density.constrain(theta.reshape(-1, density.dim)), theta)
+            reached = least >= ess and worst <= R_HAT_TARGET
+            if reached or drawn >= limit:
+                break
+            block[:] = [next_block(drawn, least, ess, limit), 0]
+            previous[:] = parts
+            more = map_indices(one, groups, workers)
+            parts = [joined(a, b) for a, b in zip(parts, more, strict=True)]
+            blocks, drawn = blocks + 1, drawn + block[0]
+        stopping = {
+            "ess_target": ess,
+            "stopped": "target reached" if reached else f"draw limit ({limit} a chain)",
+            "blocks": blocks,
+            "draws_per_chain": drawn,
+        }
+        num_samples = drawn
     theta = torch.cat([p.theta for p in parts])
     flat = density.constrain(theta.reshape(-1, density.dim))
     posterior = {
         k: v.reshape((num_chains, num_samples, *v.shape[1:])).cpu().numpy() for k, v in flat.items()
     }
     stats = {k: torch.cat([p.stats[k] for p in parts]).cpu().numpy() for k in parts[0].stats}
-    return Sampled(posterior, stats, theta.cpu(), parts, groups, workers)
+    return Sampled(posterior, stats, theta.cpu(), parts, groups, workers, stopping)
+
+
+def convergence(flat: dict[str, torch.Tensor], theta: torch.Tensor) -> tuple[float, float]:
+    """The least bulk ESS and the largest R-hat over every scalar of the constrained draws
+    ``flat`` (site -> ``(chains * draws, *shape)``) of ``theta`` ``(chains, draws, D)``."""
+    chains, draws = theta.shape[:2]
+    arrays = {
+        k: v.reshape(chains, draws, -1).cpu().numpy().astype(np.float64) for k, v in flat.items()
+    }
+    data = arviz().convert_to_dataset(arrays)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ess = arviz().ess(data, method="bulk")
+        rhat = arviz().rhat(data)
+    least = min(float(np.nanmin(ess[k].values)) for k in arrays)
+    worst = max(float(np.nanmax(rhat[k].values)) for k in arrays)
+    return least, worst
+
+
+def next_block(drawn: int, least: float, target: float, limit: int) -> int:
+    """Draws a chain for the next block of a run to an ESS target: the ESS so far scaled to the
+    target (ESS grows about linearly with the draws), with a tenth to spare, at least a quarter
+    of the draws so far (R-hat may be what is missing) and at most what the limit leaves."""
+    need = drawn * target / max(least, 1.0) * 1.1 - drawn
+    return int(min(max(need, drawn / 4, 1), limit - drawn))
+
+
+def joined(first: Samples, then: Samples) -> Samples:
+    """One group's draws of two consecutive calls (the second resumed from the first)."""
+    info = dict(first.info)
+    info["compile_s"] = first.info.get("compile_s", 0.0) + then.info.get("compile_s", 0.0)
+    n, m = first.theta.shape[1], then.theta.shape[1]
+    for key in ("acceptance_rate",):  # per-chain rates: weighted by the draws
+        if isinstance(first.info.get(key), list) and isinstance(then.info.get(key), list):
+            a, b = first.info[key], then.info[key]
+            info[key] = [(x * n + y * m) / (n + m) for x, y in zip(a, b, strict=True)]
+    return Samples(
+        torch.cat([first.theta, then.theta], 1),
+        {k: torch.cat([first.stats[k], then.stats[k]], 1) for k in first.stats},
+        first.gradient_evals + then.gradient_evals,
+        info,
+        then.state,
+    )
 
 
 def chain_layout(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -26,6 +27,7 @@ def hmc(
     target_accept: float = 0.8,
     trajectory_length: float = 2.0,
     max_steps: int = 100,
+    resume: dict[str, Any] | None = None,
 ) -> Samples:
     """Static HMC: each draw integrates for ``2 u trajectory_length``, ``u`` from a Halton
     sequence shared by the chains (as ChEES jitters its T), in ``2 u trajectory_length / step``
@@ -36,7 +38,9 @@ def hmc(
     (Neal 2011, §5.4.2.3): a fixed time near half a period of a direction lands each draw
     near the mirror image of the last, so the draws anti-correlate (bulk ESS above the draws)
     while their distance from the centre stays put, and the folded R-hat saw it. In the quick
-    report, fixed: R-hat 1.010-1.022 with bulk ESS 2347-6602 from 2000 draws on 7 models."""
+    report, fixed: R-hat 1.010-1.022 with bulk ESS 2347-6602 from 2000 draws on 7 models.
+    ``resume``: a previous run's :attr:`Samples.state` (see :func:`~inference.samplers.windows.
+    adapted_chains`)."""
     # each call's outputs are the next call's inputs; the last are read before the next draw
     leap = loop.step(masked_leapfrog, reuse_outputs=True)
 
@@ -53,6 +57,7 @@ def hmc(
         loop=loop,
         target_accept=target_accept,
         transition=jittered,
+        resume=resume,
     )
 
 

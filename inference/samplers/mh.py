@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 
@@ -18,17 +19,23 @@ def rwmh(
     gen: torch.Generator,
     loop: Loop,
     target_accept: float = 0.234,
+    resume: dict[str, Any] | None = None,
 ) -> Samples:
     """Random-walk Metropolis–Hastings, every chain at once: proposals theta + s * scale * z,
     accepted with probability min(1, p(theta')/p(theta)). In warmup the step s follows a
     Robbins–Monro rule towards ``target_accept`` and ``scale`` is each chain's posterior sd
-    from the draws of the first and second half of warmup; both frozen after."""
+    from the draws of the first and second half of warmup; both frozen after. ``resume``: a
+    previous run's :attr:`Samples.state` (step and scale): no warmup, the chains go on from
+    ``theta0``."""
     q = theta0
     logp, _ = density(q)
     B, D = q.shape
     dtype = q.dtype
-    log_step = torch.zeros(B, dtype=dtype) + math.log(0.5)
-    scale = torch.ones(B, D, dtype=dtype)
+    if resume is None:
+        log_step = torch.zeros(B, dtype=dtype) + math.log(0.5)
+        scale = torch.ones(B, D, dtype=dtype)
+    else:
+        log_step, scale = resume["log_step"], resume["scale"]
     ends = {max(1, warmup // 2), warmup}
     window: list[torch.Tensor] = []
     draws = torch.empty(B, num_samples, D, dtype=dtype)
@@ -58,4 +65,5 @@ def rwmh(
             accepted += take.to(dtype)
     rate = accepted / max(1, num_samples)
     stats = {"diverging": torch.zeros(B, num_samples, dtype=torch.bool)}
-    return Samples(draws, stats, calls * B, {"acceptance_rate": rate.tolist()})
+    state = {"log_step": log_step, "scale": scale}
+    return Samples(draws, stats, calls * B, {"acceptance_rate": rate.tolist()}, state)

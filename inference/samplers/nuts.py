@@ -7,6 +7,7 @@ and per-chain mass matrix by Stan's windowed warmup, each chain on its own clock
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import torch
 
@@ -53,8 +54,8 @@ def nuts_sample(
     chain (:class:`~inference.samplers.windows.PerChainAdaptation`). Each chain follows the
     sequential sampler; only the order of the random numbers differs. Returns the draws
     (chains, num_samples, D), their statistics, the number of density calls (the step-size
-    heuristic's included) and the final step sizes. ``loop``: the driver's hook (default: the
-    step runs as written)."""
+    heuristic's included), the final step sizes and the final metric. ``loop``: the driver's
+    hook (default: the step runs as written)."""
     loop = loop or Loop(density)
     B, D = q.shape
     dtype = q.dtype
@@ -140,7 +141,7 @@ def nuts_sample(
         active = count < total
         running = bool(active.any())
         loop.done(int(count.min()))  # the slowest chain's iterations
-    return draws, stats, calls, step
+    return draws, stats, calls, step, inv_mass
 
 
 def nuts(
@@ -154,6 +155,7 @@ def nuts(
     target_accept: float = 0.8,
     max_tree_depth: int = 10,
     dense_mass: bool | None = False,
+    resume: dict[str, Any] | None = None,
 ) -> Samples:
     """NUTS for every chain of ``theta0`` (chains, D), the chains asynchronous in warmup and
     sampling alike (:func:`nuts_sample`): each chain's step size by dual averaging and its
@@ -164,18 +166,25 @@ def nuts(
     Stan: estimated from one chain's window, a dense metric pays only where the posterior is
     correlated (linear_regression, quick budget: 10.6 leapfrog steps an iteration against
     44.7) and costs elsewhere (naive_bayes 12.9 a draw against 7.0, eight_schools 25 against
-    16)."""
+    16).
+
+    ``resume``: a previous run's :attr:`Samples.state` (its step sizes and metrics): no
+    warmup, the chains go on from ``theta0`` (their last draws) with them."""
     q = theta0
     logp, grad = density(q)
     B, D = q.shape
-    inv_mass = initial_metric(B, D, dense_mass, q.dtype)
-    step, calls = find_step_size(
-        density, q, logp, grad, inv_mass, torch.ones(B, dtype=q.dtype), gen
-    )
-    draws, stats, c, step = nuts_sample(
+    if resume is None:
+        inv_mass = initial_metric(B, D, dense_mass, q.dtype)
+        step, calls = find_step_size(
+            density, q, logp, grad, inv_mass, torch.ones(B, dtype=q.dtype), gen
+        )
+    else:
+        step, inv_mass, calls = resume["step_size"], resume["inv_mass"], 0
+    draws, stats, c, step, inv_mass = nuts_sample(
         density, q, logp, grad, step, inv_mass, gen, num_samples, max_tree_depth,
         loop=loop, warmup=warmup, target_accept=target_accept,
     )  # fmt: skip
     stats["step_size"] = step[:, None].expand(B, num_samples)
     info = {"step_size": step.tolist(), "dense_mass": inv_mass.dim() == 3}
-    return Samples(draws, stats, (1 + calls + c) * B, info)
+    state = {"step_size": step, "inv_mass": inv_mass}
+    return Samples(draws, stats, (1 + calls + c) * B, info, state)

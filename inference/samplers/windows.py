@@ -6,6 +6,7 @@ in lockstep around any transition that takes a step size and a metric
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -57,19 +58,26 @@ def adapted_chains(
     loop: Loop,
     target_accept: float,
     transition: Transition,
+    resume: dict[str, Any] | None = None,
 ) -> Samples:
     """Warmup (Stan's: dual averaging of each chain's step size, its diagonal mass matrix from
     the draws of each slow window, the step size heuristic and a restart after each) and
     sampling, for a per-chain transition kernel, the chains in lockstep. ``transition(q, logp,
     grad, step, inv_mass, iteration)`` (iteration from 0, warmup included) returns the new
-    ``q, logp, grad``, its statistics (``accept`` among them) and its density calls."""
+    ``q, logp, grad``, its statistics (``accept`` among them) and its density calls.
+    ``resume``: a previous run's :attr:`Samples.state`: no warmup, the chains go on from
+    ``theta0`` with its step sizes and metric, the iterations counted on from its own."""
     q = theta0
     logp, grad = density(q)
     B, D = q.shape
-    inv_mass = torch.ones(B, D, dtype=q.dtype)
-    calls = 1
-    step, c = find_step_size(density, q, logp, grad, inv_mass, torch.ones(B, dtype=q.dtype), gen)
-    calls += c
+    calls, done = 1, 0  # done: iterations of the runs this one continues
+    if resume is None:
+        inv_mass = torch.ones(B, D, dtype=q.dtype)
+        ones = torch.ones(B, dtype=q.dtype)
+        step, c = find_step_size(density, q, logp, grad, inv_mass, ones, gen)
+        calls += c
+    else:
+        step, inv_mass, done = resume["step_size"], resume["inv_mass"], resume["iterations"]
     da = DualAveraging(step, target_accept)
     ends = stan_windows(warmup)
     window_start = first_window_start(warmup)
@@ -77,7 +85,7 @@ def adapted_chains(
     draws = torch.empty(B, num_samples, D, dtype=q.dtype)
     stats: dict[str, list[torch.Tensor]] = {}
     for it in range(warmup + num_samples):
-        q, logp, grad, st, c = transition(q, logp, grad, step, inv_mass, it)
+        q, logp, grad, st, c = transition(q, logp, grad, step, inv_mass, done + it)
         calls += c
         loop.done(it + 1)
         if it < warmup:
@@ -98,7 +106,8 @@ def adapted_chains(
                 stats.setdefault(k, []).append(v)
     out = {k: torch.stack(v, 1) for k, v in stats.items()}
     out["step_size"] = step[:, None].expand(B, num_samples)
-    return Samples(draws, out, calls * B, {"step_size": step.tolist()})
+    state = {"step_size": step, "inv_mass": inv_mass, "iterations": done + warmup + num_samples}
+    return Samples(draws, out, calls * B, {"step_size": step.tolist()}, state)
 
 
 class PerChainAdaptation:
