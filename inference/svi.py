@@ -17,6 +17,7 @@ from pyro.infer import Trace_ELBO, TraceEnum_ELBO, TraceGraph_ELBO, TraceMeanFie
 from scipy.special import logsumexp
 
 from .advi import FAMILIES, advi
+from .algorithms.muprop import MuPropELBO
 from .amortised import SubsampledRenyiELBO, first_subsample, pointwise_log_weights
 from .arviz_io import make_run, psis_pareto_k, psis_pareto_k_each
 from .backend import has_compiler, jit_elbo
@@ -31,7 +32,7 @@ from .replay import guide_draws
 from .results import Evidence, Run, ZooError, one_line
 from .structure import subsampled, trace_model
 
-ELBOS = ("trace", "meanfield", "enum", "graph", "iwae", "renyi")
+ELBOS = ("trace", "meanfield", "enum", "graph", "muprop", "iwae", "renyi")
 GUIDES = ("model", *AUTOGUIDES)
 # the ELBOs the batched path fits (its entropy is exact, its expectation reparameterised)
 BATCHED_ELBOS = (None, "trace", "meanfield", "enum")
@@ -46,10 +47,11 @@ def make_elbo(
     jit: bool = False,
     minibatches: bool = False,
 ) -> pyro.infer.ELBO:
-    """ELBO by name: ``iwae`` is the importance-weighted bound (Rényi alpha=0), ``renyi`` has
-    alpha=0.5, both right under data subsampling (:class:`SubsampledRenyiELBO`); with
-    ``minibatches`` (the data subsampled) their particles are vectorised, so that they share
-    one minibatch."""
+    """ELBO by name: ``muprop`` is the score-function gradient with MuProp's control variate
+    (discrete guide sites; :class:`~inference.algorithms.muprop.MuPropELBO`), ``iwae`` is the
+    importance-weighted bound (Rényi alpha=0), ``renyi`` has alpha=0.5, both right under data
+    subsampling (:class:`SubsampledRenyiELBO`); with ``minibatches`` (the data subsampled)
+    their particles are vectorised, so that they share one minibatch."""
     kw = dict(num_particles=num_particles, max_plate_nesting=max_plate_nesting)
     jitted = jit_elbo(name, **kw) if jit and name in JIT_ELBOS else None
     if jitted is not None:
@@ -62,6 +64,8 @@ def make_elbo(
         return TraceEnum_ELBO(**kw)
     if name == "graph":
         return TraceGraph_ELBO(**kw)
+    if name == "muprop":
+        return MuPropELBO(**kw)
     if name in ("iwae", "renyi"):
         if num_particles < 2:
             raise ZooError(f"elbo={name!r} needs num_particles >= 2 (got {num_particles})")

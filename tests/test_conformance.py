@@ -57,6 +57,7 @@ SLOW_CELLS = {
     ("discrete_vae", "svi_reinforce"),
     ("discrete_vae", "svi_baseline"),
     ("discrete_vae", "svi_nvil"),
+    ("discrete_vae", "svi_muprop"),
     ("discrete_vae", "svi_gumbel"),
 }
 # Cells where the sampler is known not to mix at any size the suite can afford. The run must
