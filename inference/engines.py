@@ -46,9 +46,10 @@ POSITIVE_INTS = {
     "starts",
     "subsample_size",
     "chain_groups",
+    "noise_ratio",
 }
 NONNEGATIVE_INTS = {"warmup"}
-POSITIVE_FLOATS = {"lr", "tol", "trajectory_length", "target_accept"}
+POSITIVE_FLOATS = {"lr", "tol", "trajectory_length", "target_accept", "noise_scale"}
 PROBABILITIES = {"target_accept"}  # strictly between 0 and 1
 CHOICES: dict[str, tuple[Any, ...]] = {
     "guide": GUIDES,
