@@ -347,16 +347,25 @@ def svi_engine(
 
 def _amortised(
     ctx: EngineContext, guide: Callable[..., Any], num_samples: int
-) -> tuple[EngineContext, Callable[..., Any], np.ndarray]:
+) -> tuple[EngineContext, Callable[..., Any], np.ndarray | None]:
     """For a model that subsamples its own data (``pyro.plate(name, N, subsample_size=B)``,
     its sites shaped by one minibatch): the context and guide with every such plate fixed to
     its first B data points, whose latents the run's draws hold (so the posterior group grows
     with the minibatch, not the data); and ``num_samples`` importance weights per data point
-    over all the data, (K, N), which give the run's evidence (:func:`pointwise_evidence`)."""
-    plates = subsampled(trace_model(ctx.model, ctx.data))
+    over all the data, (K, N), which give the run's evidence (:func:`pointwise_evidence`).
+    With a global latent site (outside the subsampled plates, such as a Bayesian network's
+    weights) the data points' weights are not separate: None, and the run has no evidence."""
+    trace = trace_model(ctx.model, ctx.data)
+    plates = subsampled(trace)
     first = replace(
         ctx, model=first_subsample(ctx.model, plates), guide=first_subsample(guide, plates)
     )
+    in_plates = [
+        any(f.name in plates for f in trace.nodes[n]["cond_indep_stack"])
+        for n in ctx.structure.latent
+    ]
+    if not all(in_plates):
+        return first, first.guide, None
     nesting = ctx.structure.max_plate_nesting
     lw = pointwise_log_weights(ctx.model, guide, ctx.data, num_samples, max_plate_nesting=nesting)
     return first, first.guide, lw

@@ -50,6 +50,7 @@ SLOW_CELLS = {
     # cell stays, and test_deep runs each of these engines at a smaller size
     ("vae", "svi_meanfield"),
     ("vae", "svi_iwae"),
+    ("vae", "svi_bayes_decoder"),
     ("cvae", "svi"),
     ("vade", "svi"),
     # 6-11 s each: discrete_vae's svi (exact enumeration) cell stays; test_discrete_vae trains
