@@ -198,7 +198,10 @@ def discrete_vae(
     -22.42, -20.19, -19.79, -20.71 nats per image, log10 gradient variance at the fits 0 (none),
     7.2, 5.9, 5.5, 6.5. Full profile, 3000 steps (about three times as long): enum, baseline,
     NVIL and Gumbel flat over their last quarter (held-out -19.59, -19.85, -19.75, -20.60);
-    REINFORCE, the noisiest, still climbing at -20.81.
+    REINFORCE, the noisiest, still climbing at -20.81. MuProp, measured later on a loaded core
+    (seed 0, quick profile): 42.9 s with its gradient study (16-21 ms a step, REINFORCE's
+    19-20 ms beside it: two more passes of the networks, no dependency tracking), held-out
+    ELBO -19.98, log10 gradient variance at its fit 6.3.
     """
     check_images(x, K, estimator)
     N, D = x.shape
