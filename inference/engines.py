@@ -47,9 +47,10 @@ POSITIVE_INTS = {
     "subsample_size",
     "chain_groups",
     "max_draws",
+    "noise_ratio",
 }
 NONNEGATIVE_INTS = {"warmup"}
-POSITIVE_FLOATS = {"lr", "tol", "trajectory_length", "target_accept", "ess"}
+POSITIVE_FLOATS = {"lr", "tol", "trajectory_length", "target_accept", "ess", "noise_scale"}
 PROBABILITIES = {"target_accept"}  # strictly between 0 and 1
 CHOICES: dict[str, tuple[Any, ...]] = {
     "guide": GUIDES,

@@ -22,6 +22,8 @@ class Estimate:
     ``values``: site -> array of the site's shape. ``traces``: objective per iteration, by name
     (``{"log_likelihood": [...]}``). ``log_evidence``: log p(y | estimate) (evidence kind
     ``conditional`` on the estimated sites) unless ``evidence_kind`` says otherwise.
+    ``diagnostics``: numbers that join the run's diagnostics (what the algorithm estimates
+    beside the sites, e.g. NCE's log-normaliser and its standard error).
     """
 
     values: Mapping[str, Any]
@@ -29,6 +31,7 @@ class Estimate:
     log_evidence: float | None = None
     evidence_kind: EvidenceKind = "conditional"
     extras: Mapping[str, Any] = field(default_factory=dict)
+    diagnostics: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass

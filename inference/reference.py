@@ -70,7 +70,10 @@ def to_run(engine: str, out: Output, ctx: EngineContext, *, num_samples: int = 4
             observed_data=ctx.data,
             evidence=evidence,
             traces=traces,
-            diagnostics={"iterations": max((len(v) for v in traces.values()), default=0)},
+            diagnostics={
+                "iterations": max((len(v) for v in traces.values()), default=0),
+                **out.diagnostics,
+            },
             exact_moments={k: (v, np.zeros(v.shape)) for k, v in values.items()},
             extras={
                 "estimate": {k: float(v) if v.ndim == 0 else v for k, v in values.items()},

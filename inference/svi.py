@@ -17,6 +17,7 @@ from pyro.infer import Trace_ELBO, TraceEnum_ELBO, TraceGraph_ELBO, TraceMeanFie
 from scipy.special import logsumexp
 
 from .advi import FAMILIES, advi
+from .algorithms.muprop import MuPropELBO
 from .amortised import SubsampledRenyiELBO, first_subsample, pointwise_log_weights
 from .arviz_io import make_run, psis_pareto_k, psis_pareto_k_each
 from .backend import has_compiler, jit_elbo
@@ -31,7 +32,7 @@ from .replay import guide_draws
 from .results import Evidence, Run, ZooError, one_line
 from .structure import subsampled, trace_model
 
-ELBOS = ("trace", "meanfield", "enum", "graph", "iwae", "renyi")
+ELBOS = ("trace", "meanfield", "enum", "graph", "muprop", "iwae", "renyi")
 GUIDES = ("model", *AUTOGUIDES)
 # the ELBOs the batched path fits (its entropy is exact, its expectation reparameterised)
 BATCHED_ELBOS = (None, "trace", "meanfield", "enum")
@@ -46,10 +47,11 @@ def make_elbo(
     jit: bool = False,
     minibatches: bool = False,
 ) -> pyro.infer.ELBO:
-    """ELBO by name: ``iwae`` is the importance-weighted bound (Rényi alpha=0), ``renyi`` has
-    alpha=0.5, both right under data subsampling (:class:`SubsampledRenyiELBO`); with
-    ``minibatches`` (the data subsampled) their particles are vectorised, so that they share
-    one minibatch."""
+    """ELBO by name: ``muprop`` is the score-function gradient with MuProp's control variate
+    (discrete guide sites; :class:`~inference.algorithms.muprop.MuPropELBO`), ``iwae`` is the
+    importance-weighted bound (Rényi alpha=0), ``renyi`` has alpha=0.5, both right under data
+    subsampling (:class:`SubsampledRenyiELBO`); with ``minibatches`` (the data subsampled)
+    their particles are vectorised, so that they share one minibatch."""
     kw = dict(num_particles=num_particles, max_plate_nesting=max_plate_nesting)
     jitted = jit_elbo(name, **kw) if jit and name in JIT_ELBOS else None
     if jitted is not None:
@@ -62,6 +64,8 @@ def make_elbo(
         return TraceEnum_ELBO(**kw)
     if name == "graph":
         return TraceGraph_ELBO(**kw)
+    if name == "muprop":
+        return MuPropELBO(**kw)
     if name in ("iwae", "renyi"):
         if num_particles < 2:
             raise ZooError(f"elbo={name!r} needs num_particles >= 2 (got {num_particles})")
@@ -343,16 +347,25 @@ def svi_engine(
 
 def _amortised(
     ctx: EngineContext, guide: Callable[..., Any], num_samples: int
-) -> tuple[EngineContext, Callable[..., Any], np.ndarray]:
+) -> tuple[EngineContext, Callable[..., Any], np.ndarray | None]:
     """For a model that subsamples its own data (``pyro.plate(name, N, subsample_size=B)``,
     its sites shaped by one minibatch): the context and guide with every such plate fixed to
     its first B data points, whose latents the run's draws hold (so the posterior group grows
     with the minibatch, not the data); and ``num_samples`` importance weights per data point
-    over all the data, (K, N), which give the run's evidence (:func:`pointwise_evidence`)."""
-    plates = subsampled(trace_model(ctx.model, ctx.data))
+    over all the data, (K, N), which give the run's evidence (:func:`pointwise_evidence`).
+    With a global latent site (outside the subsampled plates, such as a Bayesian network's
+    weights) the data points' weights are not separate: None, and the run has no evidence."""
+    trace = trace_model(ctx.model, ctx.data)
+    plates = subsampled(trace)
     first = replace(
         ctx, model=first_subsample(ctx.model, plates), guide=first_subsample(guide, plates)
     )
+    in_plates = [
+        any(f.name in plates for f in trace.nodes[n]["cond_indep_stack"])
+        for n in ctx.structure.latent
+    ]
+    if not all(in_plates):
+        return first, first.guide, None
     nesting = ctx.structure.max_plate_nesting
     lw = pointwise_log_weights(ctx.model, guide, ctx.data, num_samples, max_plate_nesting=nesting)
     return first, first.guide, lw

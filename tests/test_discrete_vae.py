@@ -26,7 +26,7 @@ from zoo_inference.runtime import threads
 from zoo_reports.model_figures import estimators_figure, model_figures
 
 ENTRY = zoo.get_model("discrete_vae")
-ENGINES = ("svi", "svi_reinforce", "svi_baseline", "svi_nvil", "svi_gumbel")
+ENGINES = ("svi", "svi_reinforce", "svi_baseline", "svi_nvil", "svi_muprop", "svi_gumbel")
 TAIL = 1e-6
 Z = float(norm.isf(TAIL / 2))  # two-sided z bound: 4.89
 FEW = 20  # gradient draws per run's study in these tests (the report takes GRADIENT_DRAWS)
@@ -179,10 +179,11 @@ def test_exact_scores_are_the_brute_force_sums(fitted):
 
 def test_gradient_means_and_variances_at_fixed_parameters(fitted):
     """At one fixed point (the NVIL fit), on 300 images: REINFORCE, the decaying-average and the
-    NVIL baselines estimate the exact (enumerated) gradient without bias, along its direction
-    and along a random one, within Z Monte-Carlo standard errors; enumeration has no sampling
-    variance; a baseline lowers the variance (theory: a control variate can only help when it
-    tracks f, and here f's mean of about -20 nats dominates)."""
+    NVIL baselines and MuProp estimate the exact (enumerated) gradient without bias, along its
+    direction and along a random one, within Z Monte-Carlo standard errors; enumeration has no
+    sampling variance; a baseline or MuProp's Taylor control variate lowers the variance
+    (theory: a control variate can only help when it tracks f, and here f's mean of about -20
+    nats dominates)."""
     x = ENTRY.load_data()["x"][:300]
     pyro.set_rng_seed(shifted(13))
     exact = dvae.gradient_draws(x, 10, "enum", num_draws=2).double()
@@ -192,7 +193,7 @@ def test_gradient_means_and_variances_at_fixed_parameters(fitted):
     v = torch.randn(g_star.shape, generator=torch.Generator().manual_seed(shifted(14)))
     v = (v / v.norm()).double()
     variance = {}
-    for est in ("reinforce", "baseline", "nvil"):
+    for est in ("reinforce", "baseline", "nvil", "muprop"):
         g = dvae.gradient_draws(x, 10, est, num_draws=200).double()
         variance[est] = float(g.var(0).sum())
         for w in (u, v):
@@ -201,6 +202,7 @@ def test_gradient_means_and_variances_at_fixed_parameters(fitted):
             assert abs(float(along.mean() - g_star @ w)) < Z * se, (est, float(along.mean()))
     assert variance["reinforce"] > 3 * variance["baseline"], variance
     assert variance["reinforce"] > 3 * variance["nvil"], variance
+    assert variance["reinforce"] > 3 * variance["muprop"], variance
 
 
 def test_gumbel_gradient_is_finite_and_reparameterised(fitted):

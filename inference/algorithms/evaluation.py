@@ -12,6 +12,8 @@ from scipy.optimize import linear_sum_assignment
 
 from zoo_inference.amortised import pointwise_log_weights
 
+from .bayes_nn import posterior_weights, with_weights
+
 
 def held_out_scores(
     model: Callable[..., Any],
@@ -29,12 +31,47 @@ def held_out_scores(
     - ``heldout_elbo``: mean_k log w_k over ``elbo_particles`` independent draws, and its
       standard error; the importance estimate exceeds it by about KL(q(z | x) || p(z | x))."""
     lw = pointwise_log_weights(model, guide, data, particles, max_plate_nesting=1)
+    lw_elbo = pointwise_log_weights(model, guide, data, elbo_particles, max_plate_nesting=1)
+    return scores_of_log_weights(lw, lw_elbo)
+
+
+def held_out_scores_over_weights(
+    model: Callable[..., Any],
+    guide: Callable[..., Any],
+    data: dict[str, Any],
+    site: str,
+    weight_draws: int,
+    particles: int,
+    elbo_particles: int,
+) -> dict[str, float]:
+    """:func:`held_out_scores` for a model whose network weights are the global latent ``site``
+    with a posterior q(theta) in the guide (:mod:`.bayes_nn`): the predictive density
+    log E_q(theta) p(x | theta) per image, by importance sampling over the pairs (theta_s,
+    z_sk), theta_s ~ q(theta) (``weight_draws`` of them, shared by the images), z_sk ~ q(z | x)
+    (``particles`` // ``weight_draws`` each), w_sk = p(x, z_sk | theta_s) / q(z_sk | x): consistent
+    as both grow. ``heldout_elbo`` is E_q(theta) E_q(z | x) log w, the per-image ELBO without
+    the weights' KL (a global term, not an image's)."""
+    if weight_draws < 1 or particles < weight_draws or elbo_particles < weight_draws:
+        raise ValueError("need weight_draws >= 1 and at least one particle per weight draw")
+    lws, lws_elbo = [], []
+    for _ in range(weight_draws):
+        theta = posterior_weights(guide, site, data)
+        m, g = with_weights(model, site, theta), with_weights(guide, site, theta)
+        k, k_elbo = particles // weight_draws, elbo_particles // weight_draws
+        lws.append(pointwise_log_weights(m, g, data, k, max_plate_nesting=1))
+        lws_elbo.append(pointwise_log_weights(m, g, data, k_elbo, max_plate_nesting=1))
+    out = scores_of_log_weights(np.concatenate(lws), np.concatenate(lws_elbo))
+    return {**out, "heldout_weight_draws": weight_draws}
+
+
+def scores_of_log_weights(lw: np.ndarray, lw_elbo: np.ndarray) -> dict[str, float]:
+    """The scores of :func:`held_out_scores` from the log weights (K, n) of the importance
+    estimate and those (K', n) of the ELBO."""
     K, n = lw.shape
     top = lw.max(0)
     w = np.exp(lw - top)
     log_lik = np.log(w.mean(0)) + top
     rel_se = w.std(0) / (np.sqrt(K) * w.mean(0))
-    lw_elbo = pointwise_log_weights(model, guide, data, elbo_particles, max_plate_nesting=1)
     elbo_se = np.sqrt((lw_elbo.var(0, ddof=1) / lw_elbo.shape[0]).sum()) / n
     return {
         "heldout_log_lik": float(log_lik.mean()),

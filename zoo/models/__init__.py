@@ -12,4 +12,5 @@ from . import (  # noqa: F401
     regression,
     sequential,
     topics,
+    unnormalised,
 )

@@ -308,7 +308,9 @@ def normal_gamma_params(
 
 
 @normal_gamma.posterior
-def _(x: torch.Tensor, mu0: float, kappa0: float, a0: float, b0: float) -> tuple[dict, float]:
+def normal_gamma_marginals(
+    x: torch.Tensor, mu0: float, kappa0: float, a0: float, b0: float
+) -> tuple[dict, float]:
     """Exact marginals tau ~ Gamma(a_N, b_N), mu ~ Student-t(2 a_N, mu_N, (b_N/(a_N kappa_N))^.5)
     and log p(x) = log G(a_N) - log G(a0) + a0 log b0 - a_N log b_N + 1/2 log(kappa0/kappa_N)
     - N/2 log(2 pi)."""
