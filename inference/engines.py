@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .algorithms.em import E_STEPS, M_STEPS
 from .context import EngineContext
 from .enumeration import enum_engine
 from .importance import PROPOSALS, importance_engine
@@ -46,6 +47,8 @@ POSITIVE_INTS = {
     "starts",
     "subsample_size",
     "chain_groups",
+    "e_draws",
+    "gradient_steps",
 }
 NONNEGATIVE_INTS = {"warmup"}
 POSITIVE_FLOATS = {"lr", "tol", "trajectory_length", "target_accept"}
@@ -55,6 +58,8 @@ CHOICES: dict[str, tuple[Any, ...]] = {
     "elbo": ELBOS,
     "proposal": PROPOSALS,
     "backend": ("zoo", "pyro"),
+    "m_step": M_STEPS,
+    "e_step": E_STEPS,
 }
 FLAGS_OR_AUTO = {"jit", "dense_mass"}  # True, False or None (decide by the work)
 

@@ -15,7 +15,12 @@ from scipy.special import logsumexp
 
 import zoo
 from zoo_datasets import load_faithful
-from zoo_inference.algorithms.em import bernoulli_mixture_em, gaussian_mixture_em
+from zoo_inference.algorithms.em import (
+    EMResult,
+    bernoulli_mixture_em,
+    e_draws_of,
+    gaussian_mixture_em,
+)
 from zoo_inference.algorithms.gibbs import crp_gibbs, gaussian_mixture_gibbs
 from zoo_inference.distributions import SortedNormal
 from zoo_inference.peers import sklearn as sklearn_peer
@@ -76,18 +81,23 @@ def _(
     init: Sequence[float] = (0.5, 0.5, 0.5),
     max_iter: int = 100,
     tol: float = 1e-12,
+    m_step: str = "full",
+    e_step: str = "exact",
+    e_draws: int | None = None,
+    gradient_steps: int = 1,
 ) -> zoo.Estimate:
-    """EM for (pi, p, q) (seed 001 §1.1, eqs (4)-(5)): maximum likelihood, sensitive to ``init``."""
+    """EM for (pi, p, q) (seed 001 §1.1, eqs (4)-(5)): maximum likelihood, sensitive to ``init``.
+    ``m_step``/``e_step``: the generalised and sampled variants (see :mod:`em <zoo_inference.
+    algorithms.em>`); a sampled E-step runs ``max_iter`` iterations."""
+    e_draws_of(e_step, e_draws, m_step)
     init = tuple(float(v) for v in init)
     if len(init) != 3 or not all(0.0 < v < 1.0 for v in init):
         raise zoo.ZooError(f"init must be three probabilities (pi, p, q) in (0, 1), got {init}")
-    theta, trace, mu = bernoulli_mixture_em(y.double().numpy(), init, max_iter, tol)
-    return zoo.Estimate(
-        dict(zip(("pi", "p", "q"), theta, strict=True)),
-        traces={"log_likelihood": trace},
-        log_evidence=trace[-1],
-        extras={"responsibilities": mu, "init": list(init)},
-    )
+    out = bernoulli_mixture_em(
+        y.double().numpy(), init, max_iter, tol,
+        m_step=m_step, e_step=e_step, e_draws=e_draws, gradient_steps=gradient_steps,
+    )  # fmt: skip
+    return em_estimate(("pi", "p", "q"), out, {"init": list(init)})
 
 
 @three_coin.truth
@@ -232,8 +242,15 @@ def _(
     max_iter: int = 500,
     tol: float = 1e-10,
     progress: bool = False,
+    m_step: str = "full",
+    e_step: str = "exact",
+    e_draws: int | None = None,
+    gradient_steps: int = 1,
 ) -> zoo.Estimate:
-    """EM for the maximum-likelihood mixture (seed 002 §18.2 Algorithm 2); init at quantiles."""
+    """EM for the maximum-likelihood mixture (seed 002 §18.2 Algorithm 2); init at quantiles.
+    ``m_step``/``e_step``: the generalised and sampled variants (see :mod:`em <zoo_inference.
+    algorithms.em>`); a sampled E-step runs ``max_iter`` iterations."""
+    e_draws_of(e_step, e_draws, m_step)
     y = y.double().numpy()
     if init is None:
         locs = np.quantile(y, (np.arange(K) + 0.5) / K)
@@ -245,7 +262,7 @@ def _(
         arrays[key] = np.asarray(init[key], dtype=float)
     if np.any(arrays["scales"] <= 0) or np.any(arrays["weights"] <= 0):
         raise zoo.ZooError("init weights and scales must be positive")
-    w, mu, s, trace, gamma = gaussian_mixture_em(
+    out = gaussian_mixture_em(
         y,
         arrays["weights"] / arrays["weights"].sum(),
         arrays["locs"],
@@ -253,13 +270,31 @@ def _(
         max_iter,
         tol,
         progress,
+        m_step=m_step,
+        e_step=e_step,
+        e_draws=e_draws,
+        gradient_steps=gradient_steps,
     )
-    order = np.argsort(mu)  # the model's ordering convention for the labels
+    return em_estimate(("weights", "locs", "scales"), out, {}, K)
+
+
+def em_estimate(
+    names: Sequence[str], out: EMResult, extras: dict[str, Any], K: int | None = None
+) -> zoo.Estimate:
+    """An EM run as an Estimate: with ``K``, theta is (weights, locs, scales) and the components
+    are relabelled by increasing location (the model's ordering convention)."""
+    theta, gamma = out.theta, out.responsibilities
+    if K is None:  # the three coins: P(z_j = 1 | y, theta), as the document's mu_j
+        values, gamma = dict(zip(names, theta, strict=True)), gamma[:, 0]
+    else:
+        order = np.argsort(theta[K : 2 * K])
+        values = {n: theta[i * K : (i + 1) * K][order] for i, n in enumerate(names)}
+        gamma = gamma[:, order]
     return zoo.Estimate(
-        {"weights": w[order], "locs": mu[order], "scales": s[order]},
-        traces={"log_likelihood": trace},
-        log_evidence=trace[-1],
-        extras={"responsibilities": gamma[:, order]},
+        values,
+        traces={"log_likelihood": out.trace},
+        log_evidence=out.log_likelihood,
+        extras={"responsibilities": gamma, "chain": out.chain, **extras},
     )
 
 
