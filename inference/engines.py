@@ -49,6 +49,7 @@ POSITIVE_INTS = {
     "chain_groups",
     "e_draws",
     "gradient_steps",
+    "imputations",
 }
 NONNEGATIVE_INTS = {"warmup"}
 POSITIVE_FLOATS = {"lr", "tol", "trajectory_length", "target_accept"}
@@ -249,6 +250,10 @@ GENERIC_ENGINES: dict[str, EngineSpec] = {
 # Budgets of the engines a model declares for itself (reference algorithms), by name.
 REFERENCE_BUDGETS: dict[str, dict[str, dict[str, Any]]] = {
     "exact": {"smoke": {"num_samples": 1000}, "check": {"num_samples": 1000}},
+    "ip": {
+        "smoke": {"num_samples": 200, "warmup": 50},
+        "check": {"num_samples": 500, "warmup": 100},
+    },
 }
 
 

@@ -122,3 +122,148 @@ def test_m_step_option_through_the_engine():
 def test_bad_em_options_are_refused_before_any_work(model, options, message):
     with pytest.raises(zoo.ZooError, match=message):
         zoo.run(model, "em", **options)
+
+
+# ------------------------------------------------------------- Monte Carlo and stochastic EM
+
+
+def rms_error(run, reps: int, draws: int, target: np.ndarray) -> np.ndarray:
+    """Root-mean-square distance to ``target`` of ``reps`` MCEM runs (seeds 0..reps-1)."""
+    errors = []
+    for r in range(reps):
+        np.random.seed(r)
+        errors.append(run(draws) - target)
+    return np.sqrt((np.square(errors)).mean(0))
+
+
+@pytest.mark.parametrize("model", ["three_coin", "gaussian_mixture"])
+def test_mcem_reaches_ems_fixed_point_as_draws_grow(model):
+    """MCEM's distance to EM's iterate shrinks like 1 / sqrt(e_draws): from L to 100 L draws
+    the root-mean-square error over 100 runs shrinks tenfold. Each RMS has a relative sd of
+    about 1/sqrt(200) = 7%, so their ratio lies within a factor 2 of 10 at over 5 sd; 1/L
+    (100) and no shrinking (1) are far outside. The three coins' MLEs form a ridge of fixed
+    points along which MCEM drifts, so there the comparison is after 5 iterations from the
+    document's start; the mixture's fixed point attracts, so there it is after 30."""
+    if model == "three_coin":
+        start, fit, n_iter = (Y_COINS, (0.4, 0.6, 0.7)), bernoulli_mixture_em, 5
+        target = fit(*start, n_iter, 0.0).theta
+    else:
+        start, fit, n_iter = (Y_GMM, *GMM_START), gaussian_mixture_em, 30
+        target = fit(*start, 5000, TOL).theta
+
+    def mcem(draws: int) -> np.ndarray:
+        return fit(*start, n_iter, TOL, e_step="monte_carlo", e_draws=draws).theta
+
+    few, many = rms_error(mcem, 100, 100, target), rms_error(mcem, 100, 10_000, target)
+    ratio = np.sqrt((few**2).sum() / (many**2).sum())
+    assert 5 < ratio < 20, (few, many)
+    assert np.all(many < 0.01)
+
+
+def test_mcem_through_the_engine_lands_near_em():
+    em = zoo.run("gaussian_mixture", "em").extras["estimate"]
+    run = zoo.run("gaussian_mixture", "em", e_step="monte_carlo", e_draws=10_000, max_iter=30)
+    assert len(run.traces["log_likelihood"]) == 31 and run.extras["chain"].shape == (31, 6)
+    for site in ("weights", "locs", "scales"):
+        # 10^4 draws: RMS error under 2e-4 (the test above), so 5 RMS is 1e-3
+        np.testing.assert_allclose(run.extras["estimate"][site], em[site], atol=1e-3)
+
+
+def test_stochastic_em_hovers_around_ems_fixed_point():
+    """SEM's chain (one draw per assignment) is a Markov chain around the MLE: the MLE lies
+    well inside its spread (within half a chain sd of its mean; the mean's Monte-Carlo error
+    over 2000 iterations is under a tenth of that), it keeps moving, and no iterate's
+    log-likelihood exceeds the maximum."""
+    em = gaussian_mixture_em(Y_GMM, *GMM_START, 5000, TOL)
+    run = zoo.run("gaussian_mixture", "em", e_step="stochastic", max_iter=2000, seed=3)
+    chain = run.extras["chain"][1000:]
+    sd = chain.std(0)
+    assert np.all(sd > 1e-3)
+    order = np.argsort(chain[:, K : 2 * K].mean(0))
+    mle = np.concatenate([em.theta[i * K : (i + 1) * K][order] for i in range(3)])
+    assert np.all(np.abs(chain.mean(0) - mle) < 0.5 * sd)
+    assert max(run.traces["log_likelihood"]) <= em.log_likelihood + 1e-9
+    est = np.concatenate([run.extras["estimate"][s] for s in ("weights", "locs", "scales")])
+    mean = run.extras["chain"][1000:].mean(0)  # SEM's estimate: the second half's mean
+    np.testing.assert_allclose(
+        est, np.concatenate([mean[i * K : (i + 1) * K][order] for i in range(3)])
+    )
+
+
+# ------------------------------------------------------------- the IP algorithm
+
+
+def agree(a, b, names, z=5.0):
+    """Two samplers of one posterior: means within z joint Monte-Carlo standard errors (each
+    from its own chains' ESS, ArviZ)."""
+    az = pytest.importorskip("arviz")
+    for site in names:
+        pa, pb = a.idata.posterior[[site]], b.idata.posterior[[site]]
+        se = np.hypot(az.mcse(pa)[site].values, az.mcse(pb)[site].values)
+        diff = pa[site].mean(("chain", "draw")).values - pb[site].mean(("chain", "draw")).values
+        assert np.all(np.abs(diff) < z * se), (site, diff, se)
+
+
+def test_ip_on_three_coins_matches_the_exact_posterior():
+    """Means within 5 Monte-Carlo errors (the posterior sd over sqrt(ESS)) of the quadrature
+    truth, sds within 5 of their own errors (sd / sqrt(2 ESS)), chains mixed."""
+    run = zoo.run("three_coin", "ip", seed=0, num_samples=2000)
+    truth = zoo.get_model("three_coin").ground_truth()
+    assert run.diagnostics["max_r_hat"] < 1.02
+    for site in ("pi", "p", "q"):
+        row = run.summary.loc[site]
+        t_mean, t_sd = float(truth.mean[site]), float(truth.sd[site])
+        assert abs(row["mean"] - t_mean) < 5 * t_sd / np.sqrt(row["ess_bulk"]), site
+        assert abs(row["sd"] - t_sd) < 5 * t_sd / np.sqrt(2 * row["ess_bulk"]), site
+    z = run.idata.posterior["z"].values
+    p1 = z.reshape(-1, 10).mean(0)
+    ess = run.summary.loc[[f"z[{j}]" for j in range(10)], "ess_bulk"].to_numpy()
+    tz = truth.mean["z"]
+    assert np.all(np.abs(p1 - tz) < 5 * np.sqrt(tz * (1 - tz) / ess))
+
+
+@pytest.fixture(scope="module")
+def gmm_ip():
+    return zoo.run("gaussian_mixture", "ip", seed=0, num_samples=600, warmup=100)
+
+
+def test_ip_on_the_mixture_agrees_with_gibbs(gmm_ip):
+    gibbs = zoo.run("gaussian_mixture", "gibbs", seed=1, num_samples=600, warmup=200)
+    assert gmm_ip.diagnostics["max_r_hat"] < 1.05
+    agree(gmm_ip, gibbs, ("weights", "locs", "scales"))
+    for site in ("weights", "locs", "scales"):  # the spreads agree too (2400 draws each)
+        sd_a = gmm_ip.idata.posterior[site].std(("chain", "draw")).values
+        sd_b = gibbs.idata.posterior[site].std(("chain", "draw")).values
+        np.testing.assert_allclose(sd_a, sd_b, rtol=0.25)
+    assert np.all(np.diff(gmm_ip.idata.posterior["locs"].values, axis=-1) > 0)
+
+
+@pytest.mark.slow
+def test_ip_on_the_mixture_agrees_with_nuts(gmm_ip):
+    nuts = zoo.run("gaussian_mixture", "nuts", num_samples=300, warmup=300, num_chains=2, seed=0)
+    agree(gmm_ip, nuts, ("weights", "locs", "scales"))
+
+
+def test_ip_components_draw_matches_its_closed_form_moments():
+    """One component's exact (mu, s) draw: with a flat-ish prior the mean's draws have the
+    conjugate mean and sd of mu given the data; checked within 5 Monte-Carlo errors."""
+    from zoo_inference.algorithms.imputation import normal_lognormal_draw
+
+    rng = np.random.default_rng(0)
+    y = rng.normal(1.0, 0.5, size=50)
+    np.random.seed(0)
+    draws = np.array([normal_lognormal_draw(y, (0.0, 1e3, 0.0, 10.0)) for _ in range(4000)])
+    # prior ~flat on (mu, log s): mu | y ~ ybar + s_y t_{n-1} / sqrt(n) (Student)
+    n, se = y.size, y.std(ddof=1) / np.sqrt(y.size)
+    t_sd = se * np.sqrt((n - 1) / (n - 3))
+    kurtosis = 6 / (n - 5)  # the Student's excess kurtosis widens the sd's error
+    assert abs(draws[:, 0].mean() - y.mean()) < 5 * t_sd / np.sqrt(4000)
+    assert abs(draws[:, 0].std() - t_sd) < 5 * t_sd * np.sqrt((2 + kurtosis) / (4 * 4000))
+
+
+@pytest.mark.parametrize(
+    "reps", [pytest.param(20, id="small"), pytest.param(100, marks=pytest.mark.slow, id="large")]
+)
+def test_ip_is_calibrated(reps):
+    result = zoo.sbc("three_coin", "ip", reps=reps, seed=0, workers=1, num_samples=300, warmup=50)
+    assert result.verdict == "calibrated", result.findings()

@@ -22,10 +22,19 @@ from zoo_inference.algorithms.em import (
     gaussian_mixture_em,
 )
 from zoo_inference.algorithms.gibbs import crp_gibbs, gaussian_mixture_gibbs
+from zoo_inference.algorithms.imputation import (
+    bernoulli_mixture_impute,
+    bernoulli_mixture_posterior,
+    gaussian_mixture_impute,
+    gaussian_mixture_posterior,
+    imputation_posterior,
+)
 from zoo_inference.distributions import SortedNormal
 from zoo_inference.peers import sklearn as sklearn_peer
 
 # ------------------------------------------------------------------------------ three_coin
+
+COIN_PRIOR = (1.0, 1.0)  # Beta prior of each coin's heads probability (model and IP engine)
 
 
 @zoo.register(
@@ -56,9 +65,9 @@ def three_coin(y: torch.Tensor) -> None:
 
     Default data: ten observed tosses, six of them heads (1, 1, 0, 1, 0, 0, 1, 0, 1, 1).
     """
-    pi = pyro.sample("pi", dist.Beta(1.0, 1.0))
-    p = pyro.sample("p", dist.Beta(1.0, 1.0))
-    q = pyro.sample("q", dist.Beta(1.0, 1.0))
+    pi = pyro.sample("pi", dist.Beta(*COIN_PRIOR))
+    p = pyro.sample("p", dist.Beta(*COIN_PRIOR))
+    q = pyro.sample("q", dist.Beta(*COIN_PRIOR))
     with pyro.plate("tosses", len(y)):
         z = pyro.sample("z", dist.Bernoulli(pi))
         pyro.sample("y", dist.Bernoulli(q + z * (p - q)), obs=y)
@@ -98,6 +107,30 @@ def _(
         m_step=m_step, e_step=e_step, e_draws=e_draws, gradient_steps=gradient_steps,
     )  # fmt: skip
     return em_estimate(("pi", "p", "q"), out, {"init": list(init)})
+
+
+@three_coin.reference("ip")
+def _(
+    y: torch.Tensor,
+    *,
+    num_samples: int = 1000,
+    warmup: int = 200,
+    imputations: int = 4,
+    progress: bool = False,
+) -> zoo.Draws:
+    """IP algorithm (data augmentation, seed 003 L185–187): coin labels imputed given (pi, p,
+    q), then (pi, p, q) drawn from their Beta posterior given a random imputation's labels;
+    each imputation starts from a prior draw and is reported as a chain."""
+    y = y.double().numpy()
+    theta = np.random.beta(*COIN_PRIOR, size=(imputations, 3))
+    thetas, z = imputation_posterior(
+        theta,
+        lambda th: bernoulli_mixture_impute(y, th),
+        lambda zs: bernoulli_mixture_posterior(y, zs, COIN_PRIOR),
+        num_samples, warmup, progress,
+    )  # fmt: skip
+    draws = {name: thetas[..., i] for i, name in enumerate(("pi", "p", "q"))}
+    return zoo.Draws({**draws, "z": z.astype(np.int64)}, chains=True)
 
 
 @three_coin.truth
@@ -350,6 +383,38 @@ def _(
         y.double().numpy(), K, prior, num_samples, warmup, num_chains, progress
     )
     return zoo.Draws(out, chains=True)
+
+
+@gaussian_mixture.reference("ip")
+def _(
+    y: torch.Tensor,
+    K: int,
+    *,
+    num_samples: int = 1000,
+    warmup: int = 200,
+    imputations: int = 4,
+    progress: bool = False,
+) -> zoo.Draws:
+    """IP algorithm (data augmentation, seed 003 L185–187) on the model's own posterior:
+    assignments imputed given the parameters, then weights, ordered means and spreads drawn
+    exactly given a random imputation's assignments; imputations start at random data points
+    and are reported as chains."""
+    check_mixture_data(y, K)
+    x = y.double().numpy()
+    prior = (*LOC_PRIOR, *SCALE_PRIOR)
+    locs = np.sort(np.stack([np.random.choice(x, K, replace=False) for _ in range(imputations)]))
+    theta = np.concatenate(
+        [np.full((imputations, K), 1.0 / K), locs, np.full((imputations, K), x.std())], 1
+    )
+    thetas, z = imputation_posterior(
+        theta,
+        lambda th: gaussian_mixture_impute(x, th),
+        lambda zs: gaussian_mixture_posterior(x, zs, K, prior),
+        num_samples, warmup, progress,
+    )  # fmt: skip
+    names = ("weights", "locs", "scales")
+    draws = {name: thetas[..., i * K : (i + 1) * K] for i, name in enumerate(names)}
+    return zoo.Draws({**draws, "z": z}, chains=True)
 
 
 # --------------------------------------------------------------- dirichlet_process_mixture
