@@ -278,3 +278,31 @@ def _gaussian_q(y: np.ndarray, gamma: np.ndarray) -> Callable[[torch.Tensor], to
         return (g * log_joint).sum(1).mean()
 
     return q
+
+
+# ------------------------------------------------------------------ K-means as hard EM
+
+
+def kmeans(y: np.ndarray, centres: np.ndarray, max_iter: int, tol: float = 0.0) -> EMResult:
+    """Lloyd's algorithm as hard EM (seed 003 L169–171): EM for a mixture of equal weights and
+    one shared spread s, in the limit s -> 0, where each responsibility is 1 for the nearest
+    centre and 0 for the others. E-step: assign each row of ``y`` (N, D) or value (N,) to its
+    nearest centre (ties to the first); M-step: each centre moves to its points' mean (a centre
+    left without points stays). The trace is minus the inertia (the sum of squared distances
+    to the assigned centres), which never decreases; it stops when the assignments no longer
+    change it (by more than ``tol``, relative) or after ``max_iter`` M-steps."""
+    x = y.reshape(y.shape[0], -1)
+    c0 = np.asarray(centres, dtype=float).reshape(-1, x.shape[1])
+    K, D = c0.shape
+
+    def assign(c: np.ndarray) -> tuple[float, np.ndarray]:
+        d2 = ((x[:, None, :] - c.reshape(K, D)[None]) ** 2).sum(-1)
+        hard = np.eye(K)[d2.argmin(1)]
+        return -float((hard * d2).sum()), hard
+
+    def centre(c: np.ndarray, hard: np.ndarray) -> np.ndarray:
+        n = hard.sum(0)
+        means = (hard.T @ x) / np.maximum(n, 1)[:, None]
+        return np.where(n[:, None] > 0, means, c.reshape(K, D)).ravel()
+
+    return em_loop(c0.ravel(), assign, centre, max_iter=max_iter, tol=tol, relative=True)

@@ -20,6 +20,7 @@ from zoo_inference.algorithms.em import (
     bernoulli_mixture_em,
     e_draws_of,
     gaussian_mixture_em,
+    kmeans,
 )
 from zoo_inference.algorithms.gibbs import crp_gibbs, gaussian_mixture_gibbs
 from zoo_inference.algorithms.imputation import (
@@ -364,6 +365,79 @@ def _(
         x, K, n_init=n_init, max_iter=max_iter, tol=tol, reg_covar=reg_covar
     )
     return zoo.Estimate(values, log_evidence=log_evidence, extras=extras)
+
+
+def kmeans_start(y: torch.Tensor, K: int, init: Sequence[float] | None) -> np.ndarray:
+    """K-means' starting centres: ``init``, else the data's quantiles (EM's start)."""
+    check_mixture_data(y, K)
+    x = y.double().numpy()
+    if init is None:
+        return np.quantile(x, (np.arange(K) + 0.5) / K)
+    if np.shape(init) != (K,) or not np.all(np.isfinite(np.asarray(init, dtype=float))):
+        raise zoo.ZooError(f"init must give {K} finite centres (K={K}), got {init!r}")
+    return np.asarray(init, dtype=float)
+
+
+def clusters_estimate(centres: np.ndarray, labels: np.ndarray, extras: dict) -> zoo.Estimate:
+    """A clustering as an Estimate: the centres as ``locs`` and the hard assignments as ``z``,
+    both relabelled by increasing centre (the model's ordering convention)."""
+    order = np.argsort(centres)
+    rank = np.argsort(order)
+    return zoo.Estimate({"locs": centres[order], "z": rank[labels]}, extras=extras)
+
+
+@gaussian_mixture.reference("kmeans")
+def _(
+    y: torch.Tensor,
+    K: int,
+    *,
+    init: Sequence[float] | None = None,
+    max_iter: int = 300,
+    tol: float = 1e-12,
+) -> zoo.Estimate:
+    """K-means (Lloyd's algorithm) as hard EM: centres as ``locs``, assignments as ``z``.
+
+    EM's zero-spread limit with equal weights (seed 003 L169–171; 000 §2.1: K-means is a
+    special case of the Gaussian mixture): each point belongs wholly to its nearest centre.
+    Starts at ``init`` (default: the data's quantiles, EM's start). Gives no weights nor
+    spreads and no likelihood; extras: the inertia (sum of squared distances), minus it at
+    every iteration as the trace, cluster sizes."""
+    start = kmeans_start(y, K, init)
+    out = kmeans(y.double().numpy(), start, max_iter, tol)
+    labels = out.responsibilities.argmax(1)
+    return clusters_estimate(
+        out.theta,
+        labels,
+        {
+            "inertia": -out.log_likelihood,
+            "inertia_trace": [-v for v in out.trace],
+            "sizes": np.bincount(labels, minlength=K)[np.argsort(out.theta)],
+            "n_iter": len(out.trace) - 1,
+        },
+    )
+
+
+@gaussian_mixture.reference("sklearn_kmeans")
+def _(
+    y: torch.Tensor,
+    K: int,
+    *,
+    init: Sequence[float] | None = None,
+    max_iter: int = 300,
+    tol: float = 0.0,
+) -> zoo.Estimate:
+    """scikit-learn's KMeans (Lloyd), the kmeans engine's peer, from the same start.
+
+    One start at ``init`` (default: the data's quantiles, as ``kmeans``); ``tol`` bounds the
+    centres' last move relative to the data's variance (0: until the assignments stop
+    changing). Centres as ``locs`` and assignments as ``z``, by increasing centre; extras: the
+    inertia and the iterations taken."""
+    start = kmeans_start(y, K, init)
+    x = y.double().numpy()[:, None]
+    centres, labels, inertia, n_iter = sklearn_peer.kmeans(
+        x, start[:, None], max_iter=max_iter, tol=tol
+    )
+    return clusters_estimate(centres.ravel(), labels, {"inertia": inertia, "n_iter": n_iter})
 
 
 @gaussian_mixture.reference("gibbs")
