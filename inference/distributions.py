@@ -105,3 +105,18 @@ class SortedPointsNormal(dist.TorchDistribution):
     def log_prob(self, value: torch.Tensor) -> torch.Tensor:
         lp = dist.Normal(self.loc, self.scale).log_prob(value).sum((-1, -2))
         return lp + torch.lgamma(torch.tensor(self.C + 1.0))
+
+
+class CategoricalIndex(dist.Categorical):
+    """Categorical(probs) with the moments of the index (torch's Categorical gives NaN), so that
+    a variational factor q(z) = Categorical(probs) shows E[z] and sd(z) in a run's table."""
+
+    @property
+    def mean(self) -> torch.Tensor:
+        k = torch.arange(self.probs.shape[-1], dtype=self.probs.dtype)
+        return (self.probs * k).sum(-1)
+
+    @property
+    def variance(self) -> torch.Tensor:
+        k = torch.arange(self.probs.shape[-1], dtype=self.probs.dtype)
+        return (self.probs * k**2).sum(-1) - self.mean**2

@@ -219,6 +219,7 @@ def gaussian_mixture_em(
     e_step: str = "exact",
     e_draws: int | None = None,
     gradient_steps: int = 1,
+    fixed_scales: bool = False,
 ) -> EMResult:
     """EM for a 1-D Gaussian mixture (seed 001 §1.4 eqs (39), (42)-(44); 002 §18.2 Alg. 2);
     ``theta`` = (weights, locs, scales) concatenated, (3K,).
@@ -230,6 +231,8 @@ def gaussian_mixture_em(
     means' maximiser does not depend on the spreads, so the other order is the full M-step.
     Gradient: ascent steps on Q in (log w up to a constant, mu, log s).
     A sampled E-step that leaves a component no point is an error (too few draws).
+    ``fixed_scales``: the spreads are known, held at ``scales`` (the M-step's other blocks are
+    unchanged: the means' maximiser does not depend on them).
     """
     draws = e_draws_of(e_step, e_draws, m_step)
     K = weights.size
@@ -249,14 +252,20 @@ def gaussian_mixture_em(
                 "no observation: use more e_draws"
             )
         if m_step == "gradient":
+            held = np.log(th[2 * K :]) if fixed_scales else None
             x = np.concatenate([np.log(th[:K]), th[K : 2 * K], np.log(th[2 * K :])])
-            x = ascend(_gaussian_q(y, gamma), x, gradient_steps)
+            x = ascend(
+                _gaussian_q(y, gamma, held), x[: 2 * K] if fixed_scales else x, gradient_steps
+            )
             w = np.exp(x[:K] - logsumexp(x[:K]))
-            return np.concatenate([w, x[K : 2 * K], np.exp(x[2 * K :])])
+            s = th[2 * K :] if fixed_scales else np.exp(x[2 * K :])
+            return np.concatenate([w, x[K : 2 * K], s])
         centre = th[K : 2 * K] if m_step == "coordinatewise" else None
         mu = (gamma * y[:, None]).sum(0) / nk
         around = mu if centre is None else centre
         s = np.sqrt(np.maximum((gamma * (y[:, None] - around) ** 2).sum(0) / nk, floor))
+        if fixed_scales:
+            s = th[2 * K :]
         return np.concatenate([nk / y.size, mu, s])
 
     theta = np.concatenate([weights, locs, scales]).astype(float)
@@ -266,14 +275,18 @@ def gaussian_mixture_em(
     )  # fmt: skip
 
 
-def _gaussian_q(y: np.ndarray, gamma: np.ndarray) -> Callable[[torch.Tensor], torch.Tensor]:
-    """Q(theta | theta_old) per observation as a function of (weight logits, mu, log s)."""
+def _gaussian_q(
+    y: np.ndarray, gamma: np.ndarray, log_scales: np.ndarray | None = None
+) -> Callable[[torch.Tensor], torch.Tensor]:
+    """Q(theta | theta_old) per observation as a function of (weight logits, mu, log s), or of
+    (weight logits, mu) with the spreads held at ``log_scales``."""
     yt, g = torch.as_tensor(y, dtype=torch.float64)[:, None], torch.as_tensor(gamma)
     K = g.shape[1]
+    held = None if log_scales is None else torch.as_tensor(log_scales, dtype=torch.float64)
 
     def q(x: torch.Tensor) -> torch.Tensor:
         log_w = torch.log_softmax(x[:K], 0)
-        mu, log_s = x[K : 2 * K], x[2 * K :]
+        mu, log_s = x[K : 2 * K], (x[2 * K :] if held is None else held)
         log_joint = log_w - log_s - 0.5 * ((yt - mu) * torch.exp(-log_s)) ** 2
         return (g * log_joint).sum(1).mean()
 

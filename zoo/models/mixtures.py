@@ -15,6 +15,7 @@ from scipy.special import logsumexp
 
 import zoo
 from zoo_datasets import load_faithful
+from zoo_inference.algorithms.cavi import gaussian_mixture_cavi
 from zoo_inference.algorithms.em import (
     EMResult,
     bernoulli_mixture_em,
@@ -30,7 +31,7 @@ from zoo_inference.algorithms.imputation import (
     gaussian_mixture_posterior,
     imputation_posterior,
 )
-from zoo_inference.distributions import SortedNormal
+from zoo_inference.distributions import CategoricalIndex, SortedNormal
 from zoo_inference.peers import sklearn as sklearn_peer
 
 # ------------------------------------------------------------------------------ three_coin
@@ -489,6 +490,146 @@ def _(
     names = ("weights", "locs", "scales")
     draws = {name: thetas[..., i * K : (i + 1) * K] for i, name in enumerate(names)}
     return zoo.Draws({**draws, "z": z}, chains=True)
+
+
+# ------------------------------------------------------------ gaussian_mixture_known_spread
+
+
+def _faithful_eruptions(seed: int = 0) -> dict:
+    """Old Faithful eruption durations (minutes), 272 rows; the seed is unused (real data)."""
+    return {"y": _faithful(seed)["y"]}
+
+
+@zoo.register(
+    data=_faithful_eruptions,
+    figures={"clusters": {"data": "y", "assignment": "z"}},
+    params=("weights", "locs"),
+    seed_ref="000 §2.2.3 (L459–539); 002 §18.2",
+    math=[
+        r"w \sim \mathrm{Dirichlet}(\alpha_0, \ldots, \alpha_0)",
+        r"\mu_k \sim \mathcal{N}(m_{0k},\, s_0^2), \quad k = 1, \ldots, K",
+        r"z_n \mid w \sim \mathrm{Categorical}(w)",
+        r"y_n \mid z_n \sim \mathcal{N}(\mu_{z_n},\, \sigma^2), \quad n = 1, \ldots, N",
+    ],
+)
+def gaussian_mixture_known_spread(
+    y: torch.Tensor,
+    loc_means: tuple[float, ...] = (2.0, 4.5),
+    loc_sd: float = 0.5,
+    sigma: float = 0.35,
+    concentration: float = 1.0,
+) -> None:
+    r"""Bayesian Gaussian mixture with a known spread: the conditionally conjugate mixture of CAVI.
+
+    Generative story (seed 000 §2.2.3's mean-field setting with the document's factors q(mu_k)
+    Gaussian and q(c_i) categorical, plus the weights' Dirichlet)::
+
+        w         ~ Dirichlet(alpha0, ..., alpha0)          mixing weights (K = len(loc_means))
+        mu_k      ~ N(m0_k, s0^2),  k = 1..K                component means
+        z_n       ~ Categorical(w)                          component of observation n
+        y_n | z_n ~ N(mu_{z_n}, sigma^2),  n = 1..N         sigma known
+
+           w ---> (z_n) ---> [y_n] <--- mu_k      n = 1..N, k = 1..K
+
+    Every full conditional is in the prior's family (Dirichlet, normal, categorical), so each
+    CAVI update is closed form. ``gaussian_mixture`` learns a spread per component under a
+    LogNormal prior and orders its means; this model keeps the spread known (0.35 min, about the
+    components' pooled spread) and tells the components apart by their prior means (short
+    eruptions near 2 min, long ones near 4.5, sd 0.5: the swapped labelling is e^-20 less
+    likely a priori), which keeps the means' prior conjugate.
+
+    Default data: the 272 Old Faithful eruption durations (minutes), as ``gaussian_mixture``.
+    """
+    m0 = torch.as_tensor(loc_means, dtype=y.dtype)
+    weights = pyro.sample("weights", dist.Dirichlet(torch.full_like(m0, concentration)))
+    locs = pyro.sample("locs", dist.Normal(m0, loc_sd).to_event(1))
+    with pyro.plate("data", len(y)):
+        z = pyro.sample("z", dist.Categorical(weights))
+        pyro.sample("y", dist.Normal(Vindex(locs)[..., z], sigma), obs=y)
+
+
+@gaussian_mixture_known_spread.set_guide
+def _(y: torch.Tensor, loc_means: tuple[float, ...]) -> None:
+    """CAVI's mean-field family: q(w) = Dirichlet, q(mu_k) = N(m_k, v_k), q(z_n) = Categorical
+    (enumerated exactly in the guide by TraceEnum_ELBO). Starts where CAVI does."""
+    K, N = len(loc_means), y.shape[0]
+    conc = pyro.param("q_w_conc", torch.full((K,), 1.0 + N / K), constraint=constraints.positive)
+    pyro.sample("weights", dist.Dirichlet(conc))
+    m = pyro.param("q_locs_loc", lambda: torch.as_tensor(loc_means, dtype=y.dtype))
+    s = pyro.param("q_locs_scale", torch.full((K,), 0.1), constraint=constraints.positive)
+    pyro.sample("locs", dist.Normal(m, s).to_event(1))
+    phi = pyro.param("q_z_probs", torch.full((N, K), 1.0 / K), constraint=constraints.simplex)
+    with pyro.plate("data", N):
+        pyro.sample("z", dist.Categorical(phi), infer={"enumerate": "parallel"})
+
+
+def check_known_spread(y: torch.Tensor, loc_means: Any, loc_sd: float, sigma: float) -> int:
+    """K = len(loc_means), after a clear error for what the model cannot take."""
+    K = len(loc_means) if isinstance(loc_means, Sequence | torch.Tensor | np.ndarray) else 0
+    check_mixture_data(y, max(K, 1))
+    if K < 1:
+        raise zoo.ZooError(f"loc_means must give one prior mean per component, got {loc_means!r}")
+    if not (loc_sd > 0 and sigma > 0):
+        raise zoo.ZooError(f"loc_sd and sigma must be positive, got {loc_sd!r} and {sigma!r}")
+    return K
+
+
+@gaussian_mixture_known_spread.reference("cavi")
+def _(
+    y: torch.Tensor,
+    loc_means: tuple[float, ...],
+    loc_sd: float,
+    sigma: float,
+    concentration: float,
+    *,
+    max_iter: int = 1000,
+    tol: float = 1e-12,
+    progress: bool = False,
+) -> zoo.Factors:
+    """Mean-field CAVI (seed 000 §2.2.3): Dirichlet, normal and categorical factors, ELBO in
+    closed form (never decreasing, traced after every sweep); q(mu_k) starts at the prior."""
+    K = check_known_spread(y, loc_means, loc_sd, sigma)
+    m0 = np.asarray(loc_means, dtype=float)
+    alpha, m, v, phi, trace = gaussian_mixture_cavi(
+        y.double().numpy(), m0, loc_sd, sigma, concentration, m0.copy(), max_iter, tol, progress
+    )
+    f64 = dict(dtype=torch.float64)
+    return zoo.Factors(
+        {
+            "weights": dist.Dirichlet(torch.tensor(alpha, **f64)),
+            "locs": dist.Normal(torch.tensor(m, **f64), torch.tensor(np.sqrt(v), **f64)).to_event(
+                1
+            ),
+            "z": CategoricalIndex(torch.tensor(phi, **f64)),
+        },
+        traces={"elbo": trace},
+        log_evidence=trace[-1],
+        evidence_kind="lower_bound",
+        extras={"q_w": alpha, "q_locs": (m, v), "q_z": phi, "K": K},
+    )
+
+
+@gaussian_mixture_known_spread.reference("em")
+def _(
+    y: torch.Tensor,
+    loc_means: tuple[float, ...],
+    loc_sd: float,
+    sigma: float,
+    *,
+    max_iter: int = 500,
+    tol: float = 1e-12,
+) -> zoo.Estimate:
+    """EM for the maximum-likelihood weights and means at the known spread; starts at the prior
+    means with equal weights."""
+    K = check_known_spread(y, loc_means, loc_sd, sigma)
+    start = (np.full(K, 1.0 / K), np.asarray(loc_means, dtype=float), np.full(K, float(sigma)))
+    out = gaussian_mixture_em(y.double().numpy(), *start, max_iter, tol, fixed_scales=True)
+    return zoo.Estimate(
+        {"weights": out.theta[:K], "locs": out.theta[K : 2 * K]},
+        traces={"log_likelihood": out.trace},
+        log_evidence=out.log_likelihood,
+        extras={"responsibilities": out.responsibilities},
+    )
 
 
 # --------------------------------------------------------------- dirichlet_process_mixture

@@ -14,6 +14,7 @@ from pyro.ops.indexing import Vindex
 import zoo
 from zoo_inference.algorithms.cavi import lda_cavi_steps, lda_responsibilities
 from zoo_inference.algorithms.gibbs import lda_collapsed_gibbs
+from zoo_inference.distributions import CategoricalIndex
 from zoo_inference.peers import sklearn as sklearn_peer
 
 # Known topics of the synthetic corpus: topic k puts 0.22 on each of words 4k..4k+3 (0.88 in
@@ -180,21 +181,6 @@ def topic_encoder(c: torch.Tensor, K: int, hidden: int = 12) -> torch.Tensor:
     return torch.nn.functional.softplus(h @ W2 + b2) + 0.01
 
 
-class TopicAssignment(dist.Categorical):
-    """q(z_dn) = Categorical(probs) with the moments of the topic index (torch's Categorical
-    gives NaN), so a CAVI run's table shows E[z_dn] and sd(z_dn)."""
-
-    @property
-    def mean(self) -> torch.Tensor:
-        k = torch.arange(self.probs.shape[-1], dtype=self.probs.dtype)
-        return (self.probs * k).sum(-1)
-
-    @property
-    def variance(self) -> torch.Tensor:
-        k = torch.arange(self.probs.shape[-1], dtype=self.probs.dtype)
-        return (self.probs * k**2).sum(-1) - self.mean**2
-
-
 @lda.reference("cavi")
 def _(
     words: torch.Tensor,
@@ -220,7 +206,7 @@ def _(
             "phi": dist.Dirichlet(torch.tensor(lam, **f64)).to_event(1),
             "theta": dist.Dirichlet(torch.tensor(gamma, **f64)),
             # q(z_dn) in the model's layout (words, docs)
-            "z": TopicAssignment(torch.tensor(resp.transpose(1, 0, 2), **f64)),
+            "z": CategoricalIndex(torch.tensor(resp.transpose(1, 0, 2), **f64)),
         },
         traces={"elbo": trace},
         log_evidence=trace[-1],
@@ -303,7 +289,7 @@ def _(
         {
             "phi": dist.Dirichlet(torch.tensor(lam, **f64)).to_event(1),
             "theta": dist.Dirichlet(torch.tensor(gamma, **f64)),
-            "z": TopicAssignment(torch.tensor(resp.transpose(1, 0, 2), **f64)),
+            "z": CategoricalIndex(torch.tensor(resp.transpose(1, 0, 2), **f64)),
         },
         log_evidence=score,
         evidence_kind="lower_bound",
