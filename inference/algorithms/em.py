@@ -90,7 +90,7 @@ def ascend(
         t, gain, eta = t.detach(), float(grad @ grad), 1.0
         if not gain > 0:
             break
-        target = float(value)
+        target = float(value.detach())
         with torch.no_grad():
             while (
                 eta > 1e-12 and not float(objective(t + eta * grad)) >= target + 1e-4 * eta * gain
