@@ -128,7 +128,7 @@ def _(
     thetas, z = imputation_posterior(
         theta,
         lambda th: bernoulli_mixture_impute(y, th),
-        lambda zs: bernoulli_mixture_posterior(y, zs, COIN_PRIOR),
+        lambda zs, _: bernoulli_mixture_posterior(y, zs, COIN_PRIOR),
         num_samples, warmup, progress,
     )  # fmt: skip
     draws = {name: thetas[..., i] for i, name in enumerate(("pi", "p", "q"))}
@@ -484,7 +484,7 @@ def _(
     thetas, z = imputation_posterior(
         theta,
         lambda th: gaussian_mixture_impute(x, th),
-        lambda zs: gaussian_mixture_posterior(x, zs, K, prior),
+        lambda zs, th: gaussian_mixture_posterior(x, zs, th, prior),
         num_samples, warmup, progress,
     )  # fmt: skip
     names = ("weights", "locs", "scales")
