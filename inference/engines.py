@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from .algorithms.em import E_STEPS, M_STEPS
 from .context import EngineContext
 from .enumeration import enum_engine
 from .importance import PROPOSALS, importance_engine
@@ -48,6 +49,9 @@ POSITIVE_INTS = {
     "chain_groups",
     "max_draws",
     "noise_ratio",
+    "e_draws",
+    "gradient_steps",
+    "imputations",
 }
 NONNEGATIVE_INTS = {"warmup"}
 POSITIVE_FLOATS = {"lr", "tol", "trajectory_length", "target_accept", "ess", "noise_scale"}
@@ -57,6 +61,8 @@ CHOICES: dict[str, tuple[Any, ...]] = {
     "elbo": ELBOS,
     "proposal": PROPOSALS,
     "backend": ("zoo", "pyro"),
+    "m_step": M_STEPS,
+    "e_step": E_STEPS,
 }
 FLAGS_OR_AUTO = {"jit", "dense_mass"}  # True, False or None (decide by the work)
 
@@ -246,6 +252,10 @@ GENERIC_ENGINES: dict[str, EngineSpec] = {
 # Budgets of the engines a model declares for itself (reference algorithms), by name.
 REFERENCE_BUDGETS: dict[str, dict[str, dict[str, Any]]] = {
     "exact": {"smoke": {"num_samples": 1000}, "check": {"num_samples": 1000}},
+    "ip": {
+        "smoke": {"num_samples": 200, "warmup": 50},
+        "check": {"num_samples": 500, "warmup": 100},
+    },
 }
 
 

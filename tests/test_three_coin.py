@@ -48,7 +48,7 @@ def test_em_from_books_start_gives_documents_numbers():
         (76 / 187, 51 / 95, 119 / 185), abs=1e-12
     )
     assert (round(est["pi"], 4), round(est["p"], 4), round(est["q"], 4)) == (0.4064, 0.5368, 0.6432)
-    stuck, _, _ = bernoulli_mixture_em(Y, (0.4, 0.6, 0.6), 50, 1e-14)
+    stuck = bernoulli_mixture_em(Y, (0.4, 0.6, 0.6), 50, 1e-14).theta
     np.testing.assert_allclose(stuck, (0.4, 0.6, 0.6), atol=1e-12)
 
 

@@ -142,3 +142,73 @@ def normal_gamma_cavi(
         if abs(b - b_old) <= tol * b:
             break
     return m, v, a, b, trace
+
+
+def gaussian_mixture_elbo(
+    y: np.ndarray,
+    m0: np.ndarray,
+    s0: float,
+    sigma: float,
+    alpha0: float,
+    alpha: np.ndarray,
+    m: np.ndarray,
+    v: np.ndarray,
+    phi: np.ndarray,
+) -> float:
+    """The mean-field ELBO of a Bayesian Gaussian mixture with known spread ``sigma`` in closed
+    form: w ~ Dir(alpha0), mu_k ~ N(m0_k, s0^2), z_i ~ Cat(w), y_i ~ N(mu_{z_i}, sigma^2), under
+    q(w) q(mu) q(z) = Dir(alpha) prod_k N(m_k, v_k) prod_i Cat(phi_i):
+    E[log p(w) + log p(mu) + log p(z | w) + log p(y | z, mu)] - E[log q(w) q(mu) q(z)]."""
+    K = alpha.size
+    e_log_w = dirichlet_expected_log(alpha)
+    p_w = gammaln(K * alpha0) - K * gammaln(alpha0) + (alpha0 - 1) * e_log_w.sum()
+    q_w = gammaln(alpha.sum()) - gammaln(alpha).sum() + ((alpha - 1) * e_log_w).sum()
+    p_mu = (-0.5 * np.log(2 * np.pi * s0**2) - ((m - m0) ** 2 + v) / (2 * s0**2)).sum()
+    h_mu = 0.5 * np.log(2 * np.pi * np.e * v).sum()
+    p_z = (phi * e_log_w).sum()
+    sq = (y[:, None] - m) ** 2 + v  # E_q (y_i - mu_k)^2
+    p_y = (phi * (-0.5 * np.log(2 * np.pi * sigma**2) - sq / (2 * sigma**2))).sum()
+    h_z = -(phi * np.log(np.clip(phi, 1e-300, None))).sum()
+    return float(p_w - q_w + p_mu + h_mu + p_z + p_y + h_z)
+
+
+def gaussian_mixture_cavi(
+    y: np.ndarray,
+    m0: np.ndarray,
+    s0: float,
+    sigma: float,
+    alpha0: float,
+    m: np.ndarray,
+    max_iter: int,
+    tol: float,
+    progress: bool = False,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[float]]:
+    """CAVI for the Bayesian Gaussian mixture of :func:`gaussian_mixture_elbo` (seed 000
+    §2.2.3, L506/L524: log q_j = E_{q_-j} log p(X, theta) + const), from q(mu_k) = N(m_k, s0^2)
+    and q(w) = Dir(alpha0 + N/K). Each sweep:
+
+        phi_ik  ∝ exp(E[log w_k] + (y_i m_k - (m_k^2 + v_k) / 2) / sigma^2)
+        alpha_k = alpha0 + sum_i phi_ik
+        v_k     = 1 / (1/s0^2 + N_k / sigma^2),  N_k = sum_i phi_ik
+        m_k     = v_k (m0_k / s0^2 + sum_i phi_ik y_i / sigma^2)
+
+    Each update maximises the ELBO in its block, so the ELBO (traced after every sweep) never
+    decreases; stops when it changes by less than ``tol`` (relative). Returns (alpha, m, v,
+    phi, ELBO trace)."""
+    K, N = m.size, y.size
+    alpha, v = np.full(K, alpha0 + N / K), np.full(K, s0**2)
+    m = np.asarray(m, dtype=float)
+    trace: list[float] = []
+    phi = np.full((N, K), 1.0 / K)
+    for _ in tqdm(range(max_iter), desc="cavi", disable=not progress, leave=False):
+        log_phi = dirichlet_expected_log(alpha) + (y[:, None] * m - 0.5 * (m**2 + v)) / sigma**2
+        phi = np.exp(log_phi - log_phi.max(1, keepdims=True))
+        phi /= phi.sum(1, keepdims=True)
+        nk = phi.sum(0)
+        alpha = alpha0 + nk
+        v = 1 / (1 / s0**2 + nk / sigma**2)
+        m = v * (m0 / s0**2 + (phi * y[:, None]).sum(0) / sigma**2)
+        trace.append(gaussian_mixture_elbo(y, m0, s0, sigma, alpha0, alpha, m, v, phi))
+        if len(trace) > 1 and abs(trace[-1] - trace[-2]) < tol * abs(trace[-1]):
+            break
+    return alpha, m, v, phi, trace

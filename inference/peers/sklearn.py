@@ -18,6 +18,8 @@ def scikit_learn(module: str) -> Any:
         return importlib.import_module("sklearn.mixture")
     if module == "decomposition":
         return importlib.import_module("sklearn.decomposition")
+    if module == "cluster":
+        return importlib.import_module("sklearn.cluster")
     raise ValueError(f"no scikit-learn peer uses sklearn.{module}")
 
 
@@ -62,6 +64,24 @@ def gaussian_mixture(
         "n_iter": int(gm.n_iter_),
     }
     return values, float(gm.score(x)) * x.shape[0], extras
+
+
+def kmeans(
+    x: np.ndarray, centres: np.ndarray, *, max_iter: int, tol: float
+) -> tuple[np.ndarray, np.ndarray, float, int]:
+    """scikit-learn's KMeans (Lloyd's algorithm, one start at ``centres`` (K, D)) on ``x``
+    (N, D): the centres, each row's cluster, the inertia and the iterations taken."""
+    km = scikit_learn("cluster").KMeans(
+        n_clusters=centres.shape[0],
+        init=centres,
+        n_init=1,
+        algorithm="lloyd",
+        max_iter=max_iter,
+        tol=tol,
+        random_state=peer_random_state(),
+    )
+    km.fit(x)
+    return km.cluster_centers_, km.labels_, float(km.inertia_), int(km.n_iter_)
 
 
 def dp_gaussian_mixture(
