@@ -93,7 +93,7 @@ def bayes_run():
         mp.setattr(deep, "HELD_OUT_PARTICLES", 100)
         mp.setattr(deep, "HELD_OUT_ELBO_PARTICLES", 20)
         mp.setattr(deep, "HELD_OUT_WEIGHT_DRAWS", 5)
-        return zoo.run(VAE, "svi_bayes_decoder", seed=shifted(63), num_steps=200, num_samples=5)
+        return zoo.run(VAE, "svi_bayes_decoder", seed=shifted(63), num_steps=200)
 
 
 def test_training_raises_the_elbo(bayes_run):

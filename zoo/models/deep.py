@@ -180,7 +180,12 @@ def fitted(name: str) -> bool:
     variants={
         "svi_meanfield": ("svi", {"elbo": "meanfield"}),
         "svi_iwae": ("svi", {"elbo": "iwae", "num_particles": 5}),
-        "svi_bayes_decoder": ("svi", {"elbo": "meanfield"}, {"bayesian_decoder": True}),
+        # 50 draws of the decoder's 17,664 weights: a stored run stays a few MB, not 35
+        "svi_bayes_decoder": (
+            "svi",
+            {"elbo": "meanfield", "num_samples": 50},
+            {"bayesian_decoder": True},
+        ),
     },
     seed_ref="000 §3.3.2, §3.3.5 (L819–954); 001 §3 (L1055–1224); 002 §20.1 (L3738–3805)",
     math=[
