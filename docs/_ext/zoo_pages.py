@@ -412,7 +412,7 @@ def write_benchmarks(out: Path) -> None:
         "```{toctree}",
         ":maxdepth: 1",
         "",
-        *(stem for stem, _ in pages),
+        *(f"{title} ({stem}) <{stem}>" for stem, title in pages),
         "```",
         "",
     ]
