@@ -162,9 +162,7 @@ def nuts(
     (:func:`~inference.samplers.metric.per_chain_metric`; ``None``: dense up to
     :data:`~inference.samplers.metric.DENSE_MAX_DIM` dimensions). Diagonal by default, as in
     Stan: estimated from one chain's window, a dense metric pays only where the posterior is
-    correlated (linear_regression, quick budget: 10.6 leapfrog steps an iteration against
-    44.7) and costs elsewhere (naive_bayes 12.9 a draw against 7.0, eight_schools 25 against
-    16)."""
+    correlated (linear_regression asks for it) and costs leapfrog steps elsewhere."""
     q = theta0
     logp, grad = density(q)
     B, D = q.shape
