@@ -150,6 +150,12 @@ class Report:
 
 
 # --------------------------------------------------------------------------- a model's page
+def summary(entry: Any) -> str:
+    """The docstring's first paragraph on one line (a model's first line may break mid-phrase)."""
+    first = inspect.cleandoc(entry.doc or "").split("\n\n")[0]
+    return " ".join(first.split()) or entry.name
+
+
 def source_of(fn: Any) -> tuple[str, str]:
     """The source of a model function or a bound part, and its file relative to the project."""
     fn = getattr(fn, "fn", fn)  # a companion: the function as written
@@ -251,8 +257,7 @@ def model_page(name: str, out: Path, report: Report | None) -> str:
     data = dict(entry.load_data())
     img = out / "img" / name
     lines = [f"(gallery-{name})=", f"# `{name}`", ""]
-    if entry.description:
-        lines += [md_escape(entry.description), ""]
+    lines += [md_escape(summary(entry)), ""]
     facts = [f"**Family:** {md_escape(entry.info().family)}"]
     if entry.seed_ref:
         facts.append(f"**Source:** {md_escape(entry.seed_ref)}")
@@ -361,15 +366,15 @@ def gallery_index(names: Iterable[str], report: Report | None) -> str:
     ]
     for family in sorted(by_family):
         lines += [
-            f"## {md_escape(family.capitalize())}",
+            f"## {md_escape(family.replace('_', ' ').capitalize())}",
             "",
-            "| model | | engines |",
+            "| model | what it is | engines |",
             "|---|---|---|",
         ]
         for name in by_family[family]:
             entry = zoo.get_model(name)
             lines.append(
-                f"| {{doc}}`{name}` | {md_escape(entry.description)} | "
+                f"| {{doc}}`{name}` | {md_escape(summary(entry))} | "
                 + ", ".join(f"`{e}`" for e in entry.engines)
                 + " |"
             )
