@@ -122,7 +122,10 @@ def report_sections(page: Path) -> str:
         if title == "Findings":
             part = part.split("\n### ", 1)[0]  # the top findings, not every engine's
         elif title == "Engines":
-            part = re.sub(r"(\*\*(?:unreliable|failed)\*\*): [^|]*", r"\1 ", part)
+            failed = re.findall(r"^\| (`[^`]+`) \| \*\*failed\*\*: ((?:[^|\\]|\\.)*)", part, re.M)
+            part = re.sub(r"(\*\*(?:unreliable|failed)\*\*): (?:[^|\\]|\\.)*", r"\1 ", part)
+            why = "".join(f"- {engine} failed: {text.strip()}\n" for engine, text in failed)
+            part = part.replace("\nOptions:", f"\n{why}\nOptions:" if why else "\nOptions:", 1)
         if title in REPORT_SECTIONS:
             keep.append("## " + part.rstrip() + "\n\n")
     return shift_headings(strip_links("".join(keep)), 1)
