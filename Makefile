@@ -49,7 +49,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check . && $(VENV)/bin/lint-imports
 
 # Simulation-based calibration of nuts, chees and svi on every model with continuous parameters:
-# SBC_OUT/sbc.html links a page per model and engine (hours on two cores: see the README).
+# SBC_OUT/sbc.html links a page per model and engine (hours on two cores: benchmarks/results/sbc.md).
 sbc: $(STAMP)
 	$(VENV)/bin/zoo sbc --engine nuts,chees,svi --reps $(SBC_REPS) --out $(SBC_OUT)
 
