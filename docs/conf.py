@@ -16,6 +16,7 @@ import zoo  # noqa: E402
 
 project = "pyro-zoo"
 author = "the pyro-zoo authors"
+copyright = "the pyro-zoo authors"
 release = zoo.__version__
 version = release
 
