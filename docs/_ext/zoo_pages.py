@@ -13,12 +13,14 @@ site (``_build/html/report/``), where the gallery links to them.
 
 from __future__ import annotations
 
+import ast
 import base64
 import inspect
 import json
 import os
 import re
 import shutil
+import textwrap
 import warnings
 from collections.abc import Iterable
 from html.parser import HTMLParser
@@ -159,8 +161,9 @@ def summary(entry: Any) -> str:
     return " ".join(first.split()) or entry.name
 
 
-def source_of(fn: Any) -> tuple[str, str]:
-    """The source of a model function or a bound part, and its file relative to the project."""
+def source_of(fn: Any, *, elide_doc: bool = False) -> tuple[str, str]:
+    """The source of a model function or a bound part (``elide_doc``: its docstring left out,
+    where the page shows it already), and its file relative to the project."""
     fn = getattr(fn, "fn", fn)  # a companion: the function as written
     fn = inspect.unwrap(fn)
     path = Path(inspect.getsourcefile(fn) or "")
@@ -168,7 +171,20 @@ def source_of(fn: Any) -> tuple[str, str]:
         where = str(path.resolve().relative_to(ROOT))
     except ValueError:
         where = path.name
-    return inspect.getsource(fn), where
+    lines = textwrap.dedent(inspect.getsource(fn)).splitlines()
+    tree = ast.parse("\n".join(lines))
+    body = tree.body[0].body if tree.body and hasattr(tree.body[0], "body") else []
+    if (
+        elide_doc
+        and body
+        and isinstance(body[0], ast.Expr)
+        and isinstance(body[0].value, ast.Constant)
+    ):
+        doc = body[0]
+        if isinstance(doc.value.value, str) and doc.end_lineno is not None:
+            indent = " " * doc.col_offset
+            lines[doc.lineno - 1 : doc.end_lineno] = [f'{indent}"""..."""  # the docstring above']
+    return "\n".join(lines) + "\n", where
 
 
 def graph_svg(entry: Any, data: dict[str, Any]) -> bytes:
@@ -297,7 +313,7 @@ def model_page(name: str, out: Path, report: Report | None) -> str:
     ]
 
     lines += ["## Source", ""]
-    code, where = source_of(entry.model)
+    code, where = source_of(entry.model, elide_doc=bool(entry.doc))
     lines += [f"The model, in `{where}`:", "", fence(code, "python")]
     if entry.guide is not None:
         code, where = source_of(entry.guide)
