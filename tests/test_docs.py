@@ -56,7 +56,7 @@ def test_the_readme_is_short_starts_with_the_set_up_and_holds_no_dated_measureme
 
 def test_every_public_name_is_in_the_api_reference():
     api = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
-    documented = set(re.findall(r"^\.\. auto\w+:: zoo\.(\w+)", api, re.M))
+    documented = set(re.findall(r"^\.\. auto\w+:: zoo\.(\w+)$", api, re.M))
     assert documented == set(zoo.__all__), (
         f"missing: {sorted(set(zoo.__all__) - documented)}, "
         f"not public: {sorted(documented - set(zoo.__all__))}"
