@@ -7,7 +7,7 @@ OUT    ?= zoo-report
 SBC_OUT  ?= zoo-sbc
 SBC_REPS ?= 100
 
-.PHONY: report test test-slow test-torch-next lint bench clean sbc
+.PHONY: report test test-slow test-torch-next lint bench clean sbc docs
 
 # torch==2.13.0 is the CPU build (an unpinned torch pulls a multi-GB CUDA build).
 $(STAMP): pyproject.toml
@@ -49,12 +49,28 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check . && $(VENV)/bin/lint-imports
 
 # Simulation-based calibration of nuts, chees and svi on every model with continuous parameters:
-# SBC_OUT/sbc.html links a page per model and engine (hours on two cores: see the README).
+# SBC_OUT/sbc.html links a page per model and engine (hours on two cores: benchmarks/results/sbc.md).
 sbc: $(STAMP)
 	$(VENV)/bin/zoo sbc --engine nuts,chees,svi --reps $(SBC_REPS) --out $(SBC_OUT)
+
+# The documentation site (docs/_build/html/index.html). Its gallery shows a quick report: by
+# default `make docs` runs one into docs/_build/zoo-report (resumed from its cells when rerun);
+# `make docs REPORT=zoo-report` shows a report you already have and runs nothing.
+DOCS_STAMP  := $(VENV)/.docs-stamp
+DOCS_REPORT := docs/_build/zoo-report
+REPORT      ?=
+
+$(DOCS_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e ".[dev,docs]"
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
+	@command -v dot >/dev/null || { echo "make docs: Graphviz's dot is missing (apt-get install graphviz)" >&2; exit 2; }
+	$(if $(REPORT),,$(VENV)/bin/zoo report --profile quick --out $(DOCS_REPORT) -q)
+	ZOO_DOCS_REPORT="$(or $(REPORT),$(DOCS_REPORT))" $(PY) -m sphinx -W --keep-going -q -b html docs docs/_build/html
 
 bench: $(STAMP)
 	$(PY) benchmarks/engines.py
 
 clean:
-	rm -rf $(VENV) $(NEXT_VENV) $(OUT) *.egg-info
+	rm -rf $(VENV) $(NEXT_VENV) $(OUT) *.egg-info docs/_build docs/gallery docs/benchmarks

@@ -11,7 +11,7 @@ compilation, warmup and sampling (imports excluded). ESS is ``arviz.ess`` (bulk)
 arranged (chain, draw), computed here the same way for every tool; a cell's figure is the minimum
 over every element of the model's continuous sample sites. Prints one line per zoo engine and
 model, ``RATIO <model>-<engine> <zoo ESS/s / best peer ESS/s>`` (higher is better), and writes
-the tables with the machine's details to ``--out`` (default benchmarks/RESULTS.md).
+the tables with the machine's details to ``--out`` (default benchmarks/results/compare_peers.md).
 
 Sizes: peers draw 2 chains x (1000 warmup + 1000 draws), their documented defaults for a run;
 the zoo engines run at their own defaults (with the options the model registered). ``--quick``
@@ -627,7 +627,7 @@ def write_results(
     skipped: list[str],
     command: str,
 ) -> None:
-    """RESULTS.md: machine, per-model tables, ratios, notes."""
+    """The results file: machine, per-model tables, ratios, notes."""
     lines = [
         "# Zoo engines against peer tools",
         "",
@@ -684,7 +684,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--timeout", type=float, default=3600.0, help="seconds per cell")
     p.add_argument("--device", default="cpu", help="the zoo's engines run on it (cpu, cuda)")
     p.add_argument("--zoo-chains", type=int, default=None, help="the zoo's chains (default: 32)")
-    p.add_argument("--out", default=str(ROOT / "benchmarks" / "RESULTS.md"))
+    p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "compare_peers.md"))
     p.add_argument("--cell", nargs=2, metavar=("MODEL", "TOOL"), help=argparse.SUPPRESS)
     p.add_argument("--cell-out", help=argparse.SUPPRESS)
     args = p.parse_args(argv)

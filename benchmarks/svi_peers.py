@@ -23,7 +23,7 @@ through the zoo (``backend="pyro"``); ``numpyro`` is ``SVI.run`` at its defaults
 per Python iteration, with its progress bar off-screen), ``numpyro-scan`` with
 ``progress_bar=False`` (every step inside one ``lax.scan``). Prints ``RATIO <model>-svi-<figure>
 <zoo / best peer>`` (higher is better) and writes the table to ``--out`` (default
-benchmarks/SVI_RESULTS.md).
+benchmarks/results/svi_peers.md).
 """
 
 from __future__ import annotations
@@ -161,7 +161,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--steps", type=int, default=2000)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--timeout", type=float, default=900.0)
-    p.add_argument("--out", default=str(ROOT / "benchmarks" / "SVI_RESULTS.md"))
+    p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "svi_peers.md"))
     p.add_argument("--cell", nargs=2, metavar=("MODEL", "TOOL"), help=argparse.SUPPRESS)
     p.add_argument("--cell-out", help=argparse.SUPPRESS)
     return p.parse_args(argv)

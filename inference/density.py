@@ -297,7 +297,7 @@ class BatchedDensity:
         graph fixes them) and ``reuse_outputs``; checked against the eager step at ``args``.
         ``reuse_outputs``: the caller is done with a call's outputs by the call after next, so
         that a compiled step may write into the buffers of two calls before
-        (:func:`inference.backend.reusing`: eight_schools' NUTS step 21 us a call against 54)."""
+        (:func:`inference.backend.reusing`: no allocation a call)."""
         if self._graph is None or self.mode not in ("compiled", "traced"):
             return None
         if self.mode == "traced" and not scripting():

@@ -161,12 +161,7 @@ GENERIC_ENGINES: dict[str, EngineSpec] = {
                 "check": {"num_samples": 100, "warmup": 100, "num_chains": 1},
                 # 4 chains of 600 draws: R-hat's excess over 1 shrinks with a chain's length,
                 # not with the number of chains (it measures autocorrelation over the chain:
-                # about tau / 2n). At 8 x 300 it put well-mixed runs over 1.01 by noise alone
-                # (normal_normal, 1-d: 1.0046-1.0158 over seeds 0-5; eight_schools_noncentered
-                # 1.0111 in the cold quick report); at 4 x 600, the same 2400 draws, 0.9999-1.0050
-                # and 1.0033. The quick report's NUTS and HMC cells (HMC's budget below), old and
-                # new budgets back to back, cold: 952 cell seconds against 971, NUTS unreliable on
-                # 3 of 22 models against 6 (8 x 200 had made 12 of 22 unreliable)
+                # about tau / 2n): fewer, longer chains keep well-mixed runs under 1.01
                 "quick": {"num_samples": 600, "warmup": 300, "num_chains": 4, "chain_groups": 1},
                 "full": {"num_samples": 1000, "warmup": 1000, "num_chains": 32, "chain_groups": 1},
             },
@@ -193,8 +188,8 @@ GENERIC_ENGINES: dict[str, EngineSpec] = {
             budgets={
                 "smoke": {"num_samples": 50, "warmup": 50, "num_chains": 2},
                 "check": {"num_samples": 100, "warmup": 100, "num_chains": 1},
-                # 300 + 700 rather than 500 + 500: the same cost, and R-hat (about tau / 2n) from
-                # longer chains: naive_bayes 1.0058-1.0079 over seeds 0-3 against 1.0090-1.0116
+                # 300 + 700 rather than 500 + 500: the same cost, and a steadier R-hat (about
+                # tau / 2n) from longer chains
                 "quick": {"num_samples": 700, "warmup": 300, "num_chains": 4, "chain_groups": 1},
                 "full": {"num_samples": 1000, "warmup": 1000, "num_chains": 8, "chain_groups": 1},
             },

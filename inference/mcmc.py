@@ -36,9 +36,8 @@ from .samplers import Samples
 from .samplers.driver import chain_seed, sample_chains
 from .structure import init_strategy
 
-# Chains in lockstep share each step's Python work and compiled call: on eight schools and the
-# logistic regression 32 chains cost about 1.2-1.7x the time of 4 and give 8x the effective
-# draws (benchmarks/RESULTS.md)
+# Chains in lockstep share each step's Python work and compiled call: 32 cost little more time
+# than 4, for 8x the effective draws (benchmarks/results/compare_peers.md)
 LOCKSTEP_CHAINS = 32
 SUPERCHAIN = 4  # ChEES: chains started together, for nested R-hat
 CHEES_GROUP = 16  # ChEES adapts on the spread across chains: no group smaller than this

@@ -36,8 +36,9 @@ class Estimate:
 
 @dataclass
 class Draws:
-    """Posterior draws: site -> array shaped (chain, draw, *site_shape), or (draw, *site_shape)
-    with ``chains=False`` (one chain). With several chains the run gets R-hat and ESS."""
+    """Posterior draws: site -> array shaped ``(chain, draw, *site_shape)``, or
+    ``(draw, *site_shape)`` with ``chains=False`` (one chain). With several chains the run gets
+    R-hat and ESS."""
 
     values: Mapping[str, Any]
     chains: bool = False

@@ -48,7 +48,7 @@ def threads(n: int = 1) -> Iterator[None]:
     """Run with ``n`` torch intra-op threads and ``n`` BLAS / OpenMP threads (numpy's, scipy's
     and scikit-learn's, through threadpoolctl), restoring the caller's settings. On a busy
     machine more than one thread per process makes small models several times slower (torch),
-    and scikit-learn's GaussianMixture on the digits 45 times slower (11.4 s against 0.25 s)."""
+    and scikit-learn's GaussianMixture on the digits far slower still."""
     before = torch.get_num_threads()
     torch.set_num_threads(n)
     try:

@@ -138,9 +138,8 @@ def fit_guide(
     of the plates (:class:`~inference.optim.Subsample`), for the model's own guide only.
     ``jit``: Pyro's JIT-compiled ELBO (True), the plain one (False), or (None) the JIT one where
     it has one and it agrees with the plain one at two fresh random states
-    (:func:`~inference.optim.jit_disagrees`; 2-3.5 times faster a fit, the check included:
-    normal_gamma's 1000 steps 18.9 s against 7.9, three_coin's 7.6 against 3.2), else the
-    plain one."""
+    (:func:`~inference.optim.jit_disagrees`; several times faster a fit, the check included),
+    else the plain one."""
     s = ctx.structure
     guide_name = guide or ("model" if ctx.guide is not None else "normal")
     if subsample_size is not None and guide_name != "model":

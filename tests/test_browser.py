@@ -1,10 +1,12 @@
-"""The report in a real browser: headless Chromium (the system's, driven by Playwright) opens the
-index and a model page of a small report at 1400 x 900 and checks what a reader sees: every
-image decodes, no console errors, nothing fetched from the network, the index table no wider than
-the window, the family filter works, and the screenshots are not blank.
+"""The report and the documentation in a real browser: headless Chromium (the system's, driven by
+Playwright) opens the index and a model page of a small report at 1400 x 900 and checks what a
+reader sees: every image decodes, no console errors, nothing fetched from the network, the index
+table no wider than the window, the family filter works, and the screenshots are not blank; then
+the same of the documentation site's index and a gallery page (``make docs`` builds the site).
 
-Skipped where no Chromium or no Playwright is installed (developer machines), unless ``CI=1`` or
-``ZOO_REQUIRE_BROWSER=1`` (``.ci/run`` sets it): there it fails instead.
+Skipped where no Chromium or no Playwright is installed (developer machines), or the site is not
+built, unless ``CI=1`` or ``ZOO_REQUIRE_BROWSER=1`` (``.ci/run`` sets it, and builds the site
+first): there it fails instead.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ except ImportError:  # an optional dependency: the dev extra installs it
     sync_api = None
 
 WIDTH, HEIGHT = 1400, 900
+SITE = Path(__file__).resolve().parents[1] / "docs" / "_build" / "html"
+GALLERY_PAGE = "eight_schools"  # the gallery page opened: math, graph and report figures
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 ARGS = [
     "--no-sandbox",
@@ -161,6 +165,43 @@ def test_index_and_a_model_page_in_chromium(chromium: str, small_report: Path) -
             assert check_images_and_screen(page) >= 3  # densities, ELBO, MCMC traces at least
             assert page.locator("#engine-exact").count() == 1
             assert page.locator("#reproduce").count() == 1
+            assert not errors, errors
+            assert not remote, remote
+        finally:
+            browser.close()
+
+
+@pytest.fixture(scope="module")
+def site(chromium: str) -> Path:
+    """The built documentation site (``make docs``)."""
+    if not (SITE / "index.html").is_file():
+        why = f"the documentation site is not built ({SITE}: run make docs)"
+        if required():
+            pytest.fail(why + " (CI=1 or ZOO_REQUIRE_BROWSER=1: required here)")
+        pytest.skip(why)
+    return SITE
+
+
+def test_the_docs_index_and_a_gallery_page_in_chromium(chromium: str, site: Path) -> None:
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=ARGS, headless=True)
+        try:
+            index, errors, remote = open_page(browser, site / "index.html")
+            assert check_images_and_screen(index) >= 1  # a gallery page's graph
+            assert index.locator("a[href='gallery/index.html']").count() >= 1
+            assert not errors, errors
+            assert not remote, remote
+
+            page, errors, remote = open_page(browser, site / "gallery" / f"{GALLERY_PAGE}.html")
+            assert check_images_and_screen(page) >= 3
+            assert page.locator("section#generative-story img").count() >= 1  # mathtext
+            assert page.locator("section#graphical-model img").count() == 1  # render_model
+            report = page.locator(f"a[href='../report/{GALLERY_PAGE}.html']")
+            if report.count():  # built with a report: its figures, and its page beside the site
+                assert page.locator("section#figures img").count() >= 1
+                assert (site / "report" / f"{GALLERY_PAGE}.html").is_file()
+            else:
+                assert not required(), "CI builds the site with a quick report"
             assert not errors, errors
             assert not remote, remote
         finally:

@@ -5,7 +5,7 @@ importance weights and the importance-weighted ELBO under subsampling against ex
 the clustering accuracy and its peers, the engines that do not apply saying why, and the page.
 
 The runs here are short (a few hundred steps); the ``slow`` ones take the quick profile's
-budget. The measured numbers of the report's budgets are in zoo/models/deep.py's docstring."""
+budget (zoo/models/deep.py's docstring says what the report's budgets reach)."""
 
 from __future__ import annotations
 

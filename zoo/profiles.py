@@ -8,14 +8,13 @@ profile sets a budget, a model can only ask for more.
 
 ``quick``  the default: minutes for the whole zoo, enough to see who is right and who is not.
 ``full``   publication numbers: longer SVI, 1000 + 1000 NUTS draws on 32 chains (HMC on 8,
-           ChEES on 64); 27 minutes for the whole zoo on 2 cores, measured (README).
+           ChEES on 64); several times the quick profile's time.
 ``smoke``  tiny runs for tests and CI: checks that every page renders; the numbers mean little.
 
 ``quick`` and ``full`` run each sampler's chains as one batch (``chain_groups=1``). A report's
 cells already keep every core busy, so a cell's chain groups would run one after another, and one
 batch takes the fewest steps: a step moves every chain of the batch, which ends with its slowest
-chain (NUTS on dirichlet_process_mixture, 8 chains: 33 s of sampling against 63 s as two groups
-of 4). The layout is an option of the run, so the page's "reproduce" call gives the same numbers
+chain. The layout is an option of the run, so the page's "reproduce" call gives the same numbers
 on any machine.
 """
 

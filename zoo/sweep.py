@@ -508,7 +508,7 @@ def _held_results(
 def _write_pages(out: Path, comparisons: Sequence[Comparison], *, workers: int = 1) -> None:
     """Every comparison's page and the index (keeping models reported earlier into ``out``),
     written atomically. The pages are rendered on ``workers`` forked processes (a page's
-    figures, LOO and findings take seconds: 29 pages one after another took 4 minutes)."""
+    figures, LOO and findings take seconds each)."""
     generated = reports.now_utc()
     files: dict[str, str] = {}
     summaries = []

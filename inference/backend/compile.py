@@ -25,10 +25,10 @@ from .versions import BUFFER_REUSE, INDUCTOR, TORCHSCRIPT
 # few chains vector code gains little and generating it is most of a compile; from 16 it wins.
 VECTORISE_FROM = 16
 # Inductor checks each vector instruction set the CPU reports by compiling and loading a test
-# program, once per machine (its compile cache) and per process (the loads): 7 of the 13 s of a
-# first compile with that cache empty (HMC's step on eight_schools: 6.2 s without the check),
-# even for scalar code. The CPU's own flags are trusted instead (the same AVX-512/AVX2 list here);
-# setting this environment variable (0 or 1) gives inductor's own choice back.
+# program, once per machine (its compile cache) and per process (the loads): most of a first
+# compile with that cache empty, even for scalar code. The CPU's own flags are trusted instead
+# (the same AVX-512/AVX2 list here); setting this environment variable (0 or 1) gives
+# inductor's own choice back.
 VEC_ISA_ENV = "TORCHINDUCTOR_VEC_ISA_OK"
 
 

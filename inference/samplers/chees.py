@@ -78,9 +78,7 @@ def chees(
     # each call's outputs are the next call's inputs; the last are read before the next draw
     leap = loop.step(masked_leapfrog, reuse_outputs=True)
     # the compile is weighed on the draws' own pace, from the end of warmup: the iterations
-    # before the metric settles cost several times the draws (naive_bayes, 32 chains, traced:
-    # the first 150 of 800 iterations took 5.0 of 8.2 s), so projected from the first 2% the
-    # run looked four times its length, and a 13 s compile was made for a 13 s traced run
+    # before the metric settles cost several times the draws, and would overstate the run
     loop.pace_from(warmup)
     T = trajectory.T if resume is None else resume["trajectory_length"]
     for it in range(warmup + num_samples):

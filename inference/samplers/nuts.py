@@ -164,9 +164,7 @@ def nuts(
     (:func:`~inference.samplers.metric.per_chain_metric`; ``None``: dense up to
     :data:`~inference.samplers.metric.DENSE_MAX_DIM` dimensions). Diagonal by default, as in
     Stan: estimated from one chain's window, a dense metric pays only where the posterior is
-    correlated (linear_regression, quick budget: 10.6 leapfrog steps an iteration against
-    44.7) and costs elsewhere (naive_bayes 12.9 a draw against 7.0, eight_schools 25 against
-    16).
+    correlated (linear_regression asks for it) and costs leapfrog steps elsewhere.
 
     ``resume``: a previous run's :attr:`Samples.state` (its step sizes and metrics): no
     warmup, the chains go on from ``theta0`` (their last draws) with them."""

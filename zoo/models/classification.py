@@ -138,7 +138,7 @@ def _label_marginals(log_w: np.ndarray, labellings: np.ndarray, C: int) -> Index
     # tens of cm away) it does not reach posterior sds of 0.015 cm in 27 dimensions (R-hat 2.7,
     # 3% acceptance after 5000 + 5000 steps)
     engine_options={
-        "svi": {"num_steps": 2000, "lr": 0.05, "jit": True},  # Pyro's JIT: 3x the steps a second
+        "svi": {"num_steps": 2000, "lr": 0.05, "jit": True},  # Pyro's JIT: more steps a second
         "nuts": {"num_samples": 500, "warmup": 500},
     },
     seed_ref="002 §1.1 (L293–339)",
@@ -285,7 +285,7 @@ def _(seed: int) -> tuple[dict[str, Any], dict[str, Any]]:
     data=_binary_iris,
     params=("pi", "theta"),
     engine_options={
-        "svi": {"num_steps": 2000, "lr": 0.05, "jit": True},  # Pyro's JIT: 3x the steps a second
+        "svi": {"num_steps": 2000, "lr": 0.05, "jit": True},  # Pyro's JIT: more steps a second
         "nuts": {"num_samples": 500, "warmup": 500},
     },
     seed_ref="002 §1.1 (L323–339, Algorithm 1)",

@@ -10,13 +10,11 @@ step costs the same whatever N. After an ``svi`` fit each model scores itself on
 held-out images (``evaluate``): log p(x) by importance sampling with the encoder as proposal, the
 held-out ELBO, reconstructions and samples as image grids, and VaDE its clustering accuracy.
 
-Budgets, measured on one core of the 2-core machines: the ``quick`` report profile's 1000 steps
-and 500 draws (67 passes over the 1500 training images) take 7-13 s a fit (12-22 s with other
-jobs on the cores), evaluation included, and leave vae's held-out log-likelihood at 43-45 nats
-per image; the ``full`` profile's 3000 steps and 2000 draws (200 passes) take about 30 s and
-reach 49.5 (training ELBO 49.2 per image), where a 10000-step fit of the same networks at a
-third of the learning rate ended at 50.1 (50.3): converged to within a nat per image. Longer at
-this learning rate does not help (the ELBO wanders: 43 after 10000 steps).
+Budgets: the ``quick`` report profile's 1000 steps and 500 draws (67 passes over the 1500
+training images) take seconds a fit, evaluation included; the ``full`` profile's 3000 steps and
+2000 draws (200 passes) bring the training ELBO within about a nat per image of a much longer
+fit at a third of the learning rate. Longer at this learning rate does not help (the ELBO
+wanders).
 """
 
 from __future__ import annotations
@@ -525,8 +523,7 @@ def vade(
     The cluster means mu_c and sds sigma_c are fitted by SVI with the networks (maximum
     likelihood, as in VaDE; :func:`mixture_prior` says where they start). The weights pi are held
     at 1/C: fitted too, the clusters that start with few images lose weight, then images, and
-    die (measured at 1000 steps: clustering accuracy 0.49, 0.54, 0.63 over three seeds with pi
-    fitted; 0.51-0.71, mean 0.64, over four seeds with it fixed; 0.74 after 3000 steps). VaDE as
+    die (a lower clustering accuracy over seeds than with pi fixed). VaDE as
     published starts from a pretrained autoencoder and a GMM fitted to its codes; here all of it
     starts from scratch in one SVI run, and the peers below cluster the digits better. After the
     fit
@@ -557,8 +554,8 @@ def mixture_prior(clusters: int, latent_dim: int) -> tuple[torch.Tensor, torch.T
     """VaDE's cluster means mu (clusters, latent_dim) and sds sigma (clusters,), ``pyro.param``
     sites of the model. They start overlapping, mu_c ~ N(0, MU_INIT^2 I), sigma_c = 1, where the
     untrained encoder puts every image: each cluster claims images from the start and they pull
-    apart as the codes do (started 2 apart, most clusters began far from every code and never
-    won one: accuracy 0.16 at 1000 steps, against 0.54 at 0.5 and 0.63 at 0.1, pi fitted)."""
+    apart as the codes do (started far apart, most clusters began far from every code and
+    never won one)."""
     mu = pyro.param("vade_mu", lambda: MU_INIT * torch.randn(clusters, latent_dim))
     sigma = pyro.param("vade_sigma", lambda: torch.ones(clusters), constraint=constraints.positive)
     return mu, sigma

@@ -190,18 +190,10 @@ def discrete_vae(
     they cost a quarter of a step); the model checks that the minibatch's pixels are 0 or 1, and
     ``zoo.run`` checks x's support once before any work.
 
-    Budgets, measured at seed 0 (CPU seconds on one core of a busy 2-core machine; each run
-    also draws z for every training image and scores the fit). Quick profile, 1000 steps (67
-    passes over the images): enum 8.9 s, reinforce 12.5, baseline 12.5, nvil 15.9, gumbel 8.4
-    (7.3, 9.6, 12.4, 16.1 and 4.4 ms a step: TraceGraph_ELBO tracks dependencies through every
-    tensor operation), about 60 s for the five, half that on two workers; held-out ELBO -19.78,
-    -22.42, -20.19, -19.79, -20.71 nats per image, log10 gradient variance at the fits 0 (none),
-    7.2, 5.9, 5.5, 6.5. Full profile, 3000 steps (about three times as long): enum, baseline,
-    NVIL and Gumbel flat over their last quarter (held-out -19.59, -19.85, -19.75, -20.60);
-    REINFORCE, the noisiest, still climbing at -20.81. MuProp, measured later on a loaded core
-    (seed 0, quick profile): 42.9 s with its gradient study (16-21 ms a step, REINFORCE's
-    19-20 ms beside it: two more passes of the networks, no dependency tracking), held-out
-    ELBO -19.98, log10 gradient variance at its fit 6.3.
+    Budgets: the quick profile's 1000 steps (67 passes over the images) and the full profile's
+    3000, at which every estimator but REINFORCE, the noisiest, has flattened out. The score-
+    function estimators step slower than the others (TraceGraph_ELBO tracks dependencies
+    through every tensor operation; MuProp's two extra passes of the networks track none).
     """
     check_images(x, K, estimator)
     N, D = x.shape

@@ -71,7 +71,7 @@ def _seed_sequence(seed: int = 0) -> dict[str, Any]:
     engines=("svi", "nuts", "enum"),
     engine_options={
         "nuts": {"num_samples": 200, "warmup": 200, "num_chains": 4},
-        "svi": {"jit": True},  # Pyro's JIT: 2-2.5x the steps a second
+        "svi": {"jit": True},  # Pyro's JIT: more steps a second
     },
     seed_ref="002 ch. 19 (§19.3–19.6)",
     math=[
@@ -278,7 +278,7 @@ def _regime_series(seed: int = 0) -> dict[str, Any]:
     engines=("svi", "nuts", "enum"),
     engine_options={
         "nuts": {"num_samples": 200, "warmup": 200, "num_chains": 4},
-        "svi": {"jit": True},  # Pyro's JIT: 2-2.5x the steps a second
+        "svi": {"jit": True},  # Pyro's JIT: more steps a second
     },
     seed_ref="002 §19.3.1 (L3404–3406); ch. 19",
     math=[
