@@ -12,7 +12,7 @@ from scipy.stats import multivariate_normal
 from seeding import shifted
 
 import zoo
-from zoo.models.mixtures import crp_expected_clusters, crp_partition, stick_breaking
+from zoo.models.nonparametric import crp_expected_clusters, crp_partition, stick_breaking
 from zoo_inference.algorithms.gibbs import crp_gibbs_sweep
 
 ENTRY = zoo.get_model("dirichlet_process_mixture")

@@ -11,8 +11,8 @@ from scipy.stats import norm
 from seeding import shifted
 
 import zoo
-from zoo.models.mixtures import DP_TRUTH
-from zoo.models.mixtures import _dp_synthetic as dp_synthetic
+from zoo.models.nonparametric import DP_TRUTH
+from zoo.models.nonparametric import _dp_synthetic as dp_synthetic
 from zoo.models.topics import true_topics
 from zoo_inference.algorithms.cavi import lda_elbo
 

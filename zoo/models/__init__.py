@@ -9,6 +9,7 @@ from . import (  # noqa: F401
     gaussian_process,
     hierarchical,
     mixtures,
+    nonparametric,
     regression,
     sequential,
     topics,
