@@ -12,6 +12,7 @@ from . import (  # noqa: F401
     nonparametric,
     regression,
     sequential,
+    state_space,
     topics,
     unnormalised,
 )

@@ -15,6 +15,7 @@ import zoo
 from zoo_inference.algorithms.gibbs import crp_gibbs
 from zoo_inference.peers import sklearn as sklearn_peer
 
+
 def stick_breaking(v: torch.Tensor) -> torch.Tensor:
     """Truncated stick-breaking (seed 000 §2.3.1, L549–556): pi_k = v_k prod_{j<k} (1 - v_j) for
     k < T, and pi_T = prod_{j<T} (1 - v_j), the rest of the stick, so the T weights sum to one.
