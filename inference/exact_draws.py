@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -49,7 +50,7 @@ from .joint import log_joint_draws
 from .laplace import _lbfgs, fit_laplace
 from .posterior import complete
 from .reference import in_float64
-from .replay import guide_draws
+from .replay import VectorisationWarning, guide_draws
 from .results import Evidence, NumericalFailure, Run, ZooError
 
 ENVELOPES = ("prior", "student_t")
@@ -58,6 +59,7 @@ DF = 4.0  # the Student-t envelope's degrees of freedom
 T_SCALE = 1.5  # its scale over Laplace's sd
 MARGIN = 0.05  # log of the safety factor on the optimised bound M
 MAX_RESTARTS = 5
+SMALL = 8  # batches the log joint is evaluated draw by draw when the vectorised path fails
 PILOT = 1000  # proposals that seed the search for M (not used as draws)
 STARTS = 4  # optimiser starts from the best pilot proposals
 GRID = 8193  # inverse-CDF interpolation nodes
@@ -111,7 +113,30 @@ class _Target:
     def log_joint(
         self, values: Mapping[str, torch.Tensor], model: Callable[..., Any]
     ) -> np.ndarray:
-        """log p of constrained draws under ``model`` (the model or its prior), no Jacobian."""
+        """log p of constrained draws under ``model`` (the model or its prior), no Jacobian; -inf
+        at a draw the model cannot evaluate (a Cholesky factor of a matrix that is not positive
+        definite, far out in a proposal's tail), found by halving the batch."""
+        n = len(next(iter(values.values())))
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", VectorisationWarning)  # halve, not draw by draw
+            try:
+                return self._log_joint(values, model)
+            except (VectorisationWarning, RuntimeError):
+                if n > SMALL:
+                    halves = [{k: v[sl] for k, v in values.items()} for sl in _halves(n)]
+                    return np.concatenate([self.log_joint(h, model) for h in halves])
+            warnings.simplefilter("ignore", VectorisationWarning)
+            out = np.empty(n)
+            for i in range(n):
+                try:
+                    out[i] = self._log_joint({k: v[i : i + 1] for k, v in values.items()}, model)[0]
+                except RuntimeError:
+                    out[i] = -np.inf
+            return out
+
+    def _log_joint(
+        self, values: Mapping[str, torch.Tensor], model: Callable[..., Any]
+    ) -> np.ndarray:
         return log_joint_draws(
             model, self.data, dict(values), self.ctx.structure, name=self.ctx.name
         )
@@ -126,6 +151,10 @@ class _Target:
         with np.errstate(invalid="ignore"):
             out = self.log_joint(values, self.ctx.model) + log_jac.numpy()
         return np.where(np.isnan(out), -np.inf, out)
+
+
+def _halves(n: int) -> tuple[slice, slice]:
+    return slice(0, n // 2), slice(n // 2, n)
 
 
 def _target(ctx: EngineContext, data: Mapping[str, Any]) -> _Target:
