@@ -263,7 +263,39 @@ def rejection_engine(
     with pyro.validation_enabled(False):
         out = in_float64(lambda **data: _rejection(ctx, data, num_samples, max_proposals,
                                                    envelope), ctx.data)  # fmt: skip
-    return out
+    return _finish(ctx, "rejection", out)
+
+
+@dataclasses.dataclass
+class _Drawn:
+    """What a sampler found (in float64): constrained draws of the continuous sites, the
+    evidence, diagnostics and, for a run cut short, why its numbers are few."""
+
+    draws: dict[str, torch.Tensor]
+    evidence: Evidence
+    diagnostics: dict[str, Any]
+    caveat: str | None = None
+
+
+def _finish(ctx: EngineContext, engine: str, out: _Drawn) -> Run:
+    """The Run, its discrete and deterministic sites completed in the model's own dtype."""
+    draws = {k: v.float().numpy()[None] for k, v in out.draws.items()}
+    posterior, log_lik, omitted = complete(ctx, draws, recover=ctx.structure.discrete)
+    n = len(next(iter(out.draws.values())))
+    diagnostics = {**out.diagnostics, "num_samples": n, "ess": float(n)}  # independent draws
+    if omitted:
+        diagnostics["omitted"] = omitted
+    run = make_run(
+        engine,
+        posterior,
+        log_likelihood=log_lik,
+        observed_data=ctx.data,
+        evidence=out.evidence,
+        diagnostics=diagnostics,
+    )
+    if out.caveat is None:
+        return run
+    return dataclasses.replace(run, status="unreliable", caveat=out.caveat)
 
 
 def _rejection(
@@ -272,7 +304,7 @@ def _rejection(
     num_samples: int,
     max_proposals: int,
     envelope_name: str,
-) -> Run:
+) -> _Drawn:
     target = _target(ctx, data)
     make = _prior_envelope if envelope_name == "prior" else _student_t_envelope
     env = make(ctx, target)
@@ -316,35 +348,23 @@ def _rejection(
             f"({envelope_name}) is far too wide for this posterior"
         )
     u = torch.cat(kept)[:num_samples]
-    draws = {k: v.float().numpy()[None] for k, v in target.constrain(u).items()}
-    posterior, log_lik, omitted = complete(ctx, draws, recover=ctx.structure.discrete)
-    diagnostics: dict[str, Any] = {
+    rate = accepted_since / since
+    diagnostics = {
         "envelope": envelope_name,
-        "acceptance_rate": accepted_since / since,
+        "acceptance_rate": rate,
         "proposals": proposals,
         "accepted": accepted_since,
         "log_bound": log_m,
         "restarts": restarts,
-        "num_samples": len(u),
-        "ess": float(len(u)),  # independent draws
     }
-    if omitted:
-        diagnostics["omitted"] = omitted
-    run = make_run(
-        "rejection",
-        posterior,
-        log_likelihood=log_lik,
-        observed_data=ctx.data,
-        evidence=Evidence(log_m + math.log(accepted_since / since), "estimate"),
-        diagnostics=diagnostics,
-    )
-    if len(u) == num_samples:
-        return run
-    caveat = (
-        f"stopped at max_proposals={max_proposals}: {len(u)} of {num_samples} draws accepted "
-        f"(acceptance rate {accepted_since / since:.3g}); the draws are exact but few"
-    )
-    return dataclasses.replace(run, status="unreliable", caveat=caveat)
+    caveat = None
+    if len(u) < num_samples:
+        caveat = (
+            f"stopped at max_proposals={max_proposals}: {len(u)} of {num_samples} draws "
+            f"accepted (acceptance rate {rate:.3g}); the draws are exact but few"
+        )
+    evidence = Evidence(log_m + math.log(rate), "estimate")
+    return _Drawn(target.constrain(u), evidence, diagnostics, caveat)
 
 
 # ------------------------------------------------------------------------------ inverse CDF
@@ -354,10 +374,11 @@ def inverse_cdf_engine(ctx: EngineContext, *, num_samples: int = 4000) -> Run:
     density, exact CDF), ``num_samples`` draws x = F^-1(u), u ~ U(0, 1). Evidence: the
     interpolant's mass (quadrature, exact to about 1e-6)."""
     with pyro.validation_enabled(False):
-        return in_float64(lambda **data: _inverse_cdf(ctx, data, num_samples), ctx.data)
+        out = in_float64(lambda **data: _inverse_cdf(ctx, data, num_samples), ctx.data)
+    return _finish(ctx, "inverse_cdf", out)
 
 
-def _inverse_cdf(ctx: EngineContext, data: Mapping[str, Any], num_samples: int) -> Run:
+def _inverse_cdf(ctx: EngineContext, data: Mapping[str, Any], num_samples: int) -> _Drawn:
     target = _target(ctx, data)
     if target.density.dim != 1:
         raise ZooError(
@@ -377,7 +398,7 @@ def _inverse_cdf(ctx: EngineContext, data: Mapping[str, Any], num_samples: int) 
         wide = lp > top - TAIL
         if not wide.any():
             break
-        ends = np.where(wide, ends + np.array([-1.0, 1.0]) * (ends - mode).__abs__(), ends)
+        ends = np.where(wide, ends + np.array([-1.0, 1.0]) * np.abs(ends - mode), ends)
     else:
         raise NumericalFailure("inverse_cdf: the posterior's tails do not fall off")
     grid = np.linspace(ends[0], ends[1], GRID)
@@ -397,21 +418,5 @@ def _inverse_cdf(ctx: EngineContext, data: Mapping[str, Any], num_samples: int) 
     s = exp_segment_draw(np.abs(slope[j]), width, np.where(rising, 1 - v, v))
     x = np.where(rising, grid[j + 1] - s, grid[j] + s)
     values = target.constrain(torch.as_tensor(x, dtype=torch.float64)[:, None])
-    draws = {k: v.float().numpy()[None] for k, v in values.items()}
-    posterior, log_lik, omitted = complete(ctx, draws, recover=ctx.structure.discrete)
-    diagnostics: dict[str, Any] = {
-        "grid": [float(ends[0]), float(ends[1])],
-        "nodes": GRID,
-        "num_samples": num_samples,
-        "ess": float(num_samples),
-    }
-    if omitted:
-        diagnostics["omitted"] = omitted
-    return make_run(
-        "inverse_cdf",
-        posterior,
-        log_likelihood=log_lik,
-        observed_data=ctx.data,
-        evidence=Evidence(log_z, "exact"),
-        diagnostics=diagnostics,
-    )
+    diagnostics = {"grid": [float(ends[0]), float(ends[1])], "nodes": GRID}
+    return _Drawn(values, Evidence(log_z, "exact"), diagnostics)
