@@ -45,9 +45,9 @@ from .algorithms.univariate import exp_segment_draw, exp_segment_log_mass
 from .arviz_io import make_run
 from .context import EngineContext
 from .density import BatchedDensity, batched_density
-from .importance import _prior_can_sample
+from .importance import unsampled_prior_site
 from .joint import log_joint_draws
-from .laplace import _lbfgs, fit_laplace
+from .laplace import fit_laplace, lbfgs
 from .posterior import complete
 from .reference import in_float64
 from .replay import VectorisationWarning, guide_draws
@@ -178,7 +178,7 @@ def _maximise(
 
     best, where = -math.inf, starts[0]
     for start in starts:
-        x, trace = _lbfgs(value_grad, start, 200, 1e-9)
+        x, trace = lbfgs(value_grad, start, 200, 1e-9)
         if trace[-1] > best:
             best, where = trace[-1], x
     return best, where
@@ -254,7 +254,7 @@ def rejection_engine(
         raise ZooError(
             f"max_proposals ({max_proposals}) must be at least num_samples ({num_samples})"
         )
-    site = _prior_can_sample(ctx) if envelope == "prior" else None
+    site = unsampled_prior_site(ctx) if envelope == "prior" else None
     if site is not None:
         raise ZooError(
             f"the prior of site {site!r} of model {ctx.name!r} cannot be sampled; use "
