@@ -31,6 +31,7 @@ from zoo_inference.algorithms.univariate import exp_segment_draw, exp_segment_lo
 LogDensity = Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
 """``x -> (log p(x), d log p / dx)``, elementwise, up to an additive constant per element."""
 CAPACITY = 40  # abscissae kept per density: the envelope stops adapting when full (still exact)
+CANDIDATES = 4  # proposals per density and round in ars_step
 MAX_ROUNDS = 10_000  # proposal rounds before giving up (a density the hull cannot bound)
 RTOL = 1e-7  # rounding allowed when comparing h with its tangents and chords
 
@@ -250,10 +251,13 @@ def ars_step(
     low, high = _bounds(flat.shape, bounds)
     hull = Hull(rows_logpdf, _start(rows_logpdf, flat, low, high, scale), low, high)
     out, done = np.empty(flat.shape), np.zeros(flat.shape, dtype=bool)
+    rows = np.arange(flat.size)
     for _ in range(MAX_ROUNDS):
-        x, accept = hull.step(1, rng)
-        new = accept[:, 0] & ~done
-        out[new], done = x[new, 0], done | new
+        # a few candidates a row each round, the first accepted kept: fewer rounds, each one a
+        # handful of array operations whatever the number of candidates
+        x, accept = hull.step(CANDIDATES, rng)
+        new = accept.any(1) & ~done
+        out[new], done = x[rows, accept.argmax(1)][new], done | new
         if done.all():
             return out.reshape(shape), hull.evaluations
     raise RuntimeError(f"ARS: no acceptance after {MAX_ROUNDS} rounds")
