@@ -247,7 +247,8 @@ def rejection_engine(
     ``max_proposals`` proposals: a run that reaches it with fewer draws stops, ``unreliable``,
     saying so (none accepted: failed). Diagnostics: ``acceptance_rate``, ``proposals``,
     ``accepted``, ``log_bound`` (log M), ``restarts`` (bounds found wrong and raised); the
-    evidence estimate is log M + log(acceptance rate)."""
+    evidence estimate is log M + log(acceptance rate), its SE ``log_evidence_se``. The pilot
+    proposals and those before the last restart count in ``proposals`` only."""
     if envelope not in ENVELOPES:
         raise ZooError(f"option 'envelope' must be one of {list(ENVELOPES)}, got {envelope!r}")
     if max_proposals < num_samples:
@@ -356,6 +357,8 @@ def _rejection(
         "accepted": accepted_since,
         "log_bound": log_m,
         "restarts": restarts,
+        # the evidence estimate's Monte-Carlo SE: log of a binomial proportion over `since`
+        "log_evidence_se": math.sqrt((1 - rate) / (rate * since)),
     }
     caveat = None
     if len(u) < num_samples:
