@@ -23,6 +23,7 @@ import torch
 from .algorithms.em import E_STEPS, M_STEPS
 from .context import EngineContext
 from .enumeration import enum_engine
+from .exact_draws import ENVELOPES, LOW_DIMENSION, inverse_cdf_engine, rejection_engine
 from .importance import PROPOSALS, importance_engine
 from .laplace import laplace_engine
 from .mcmc import chees_engine, grouped_run, hmc_engine, mh_engine, nuts_engine
@@ -52,6 +53,7 @@ POSITIVE_INTS = {
     "e_draws",
     "gradient_steps",
     "imputations",
+    "max_proposals",
 }
 NONNEGATIVE_INTS = {"warmup"}
 POSITIVE_FLOATS = {"lr", "tol", "trajectory_length", "target_accept", "ess", "noise_scale"}
@@ -63,12 +65,21 @@ CHOICES: dict[str, tuple[Any, ...]] = {
     "backend": ("zoo", "pyro"),
     "m_step": M_STEPS,
     "e_step": E_STEPS,
+    "envelope": ENVELOPES,
 }
 FLAGS_OR_AUTO = {"jit", "dense_mass"}  # True, False or None (decide by the work)
 
 
 # What a model must have for a generic engine to apply to it.
-NEEDS = ("latent", "continuous", "all continuous", "continuous or guide", "discrete")
+NEEDS = (
+    "latent",
+    "continuous",
+    "all continuous",
+    "continuous or guide",
+    "discrete",
+    "few continuous",  # at most LOW_DIMENSION continuous latent elements (discrete summed out)
+    "one continuous",  # exactly one continuous latent element
+)
 # The work an engine does at each level: ``smoke``, ``quick`` and ``full`` are the report
 # profiles (zoo/profiles.py); ``check`` is the conformance suite's size (tests).
 BUDGETS = ("smoke", "check", "quick", "full")
@@ -104,6 +115,14 @@ class EngineSpec:
             return "the model has no continuous latent sites for an autoguide, nor a guide"
         if self.needs == "discrete" and not s.discrete:
             return "the model has no discrete latent sites"
+        if self.needs in ("few continuous", "one continuous"):
+            size = sum(int(np.prod(s.shapes[k])) for k in s.continuous)
+            limit = 1 if self.needs == "one continuous" else LOW_DIMENSION
+            if not 0 < size <= limit:
+                return (
+                    f"the model has {size} continuous latent elements; it needs "
+                    f"{'exactly one' if limit == 1 else f'between 1 and {limit}'}"
+                )
         return None
 
 
@@ -228,6 +247,30 @@ GENERIC_ENGINES: dict[str, EngineSpec] = {
                 "check": {"num_samples": 1000, "starts": 2},
                 "quick": {"num_samples": 4000, "starts": 4},
                 "full": {"num_samples": 10000, "starts": 8},
+            },
+        ),
+        declare(
+            "rejection",
+            rejection_engine,
+            "rejection sampling: exact draws of a posterior with a few continuous dimensions",
+            needs="few continuous",
+            budgets={
+                "smoke": {"num_samples": 200},
+                "check": {"num_samples": 1000},
+                "quick": {"num_samples": 2000},
+                "full": {"num_samples": 10000},
+            },
+        ),
+        declare(
+            "inverse_cdf",
+            inverse_cdf_engine,
+            "inverse-CDF sampling: exact draws of a one-dimensional posterior",
+            needs="one continuous",
+            budgets={
+                "smoke": {"num_samples": 1000},
+                "check": {"num_samples": 1000},
+                "quick": {"num_samples": 4000},
+                "full": {"num_samples": 10000},
             },
         ),
         declare(

@@ -39,7 +39,7 @@ def systematic_resample(log_w: np.ndarray, n: int, rng: np.random.Generator) -> 
     return np.minimum(np.searchsorted(np.cumsum(w), positions), len(w) - 1)
 
 
-def _prior_can_sample(ctx: EngineContext) -> str | None:
+def unsampled_prior_site(ctx: EngineContext) -> str | None:
     """The first latent site whose prior cannot be sampled (ImproperUniform, ...), or None."""
     trace = trace_model(ctx.model, ctx.data)
     for name in ctx.structure.latent:
@@ -73,7 +73,7 @@ def importance_engine(
     whether Pyro's JIT ELBO fitted it (``jit``; ``jit_fallback`` says why not, as for ``svi``).
     A run whose k-hat is above 0.7 (or undefined: ten or fewer finite weights) has status
     ``unreliable``, its caveat says why."""
-    unsampled = _prior_can_sample(ctx)
+    unsampled = unsampled_prior_site(ctx)
     if proposal is not None and proposal not in PROPOSALS:
         raise ZooError(f"option 'proposal' must be one of {list(PROPOSALS)}, got {proposal!r}")
     if proposal == "prior" and unsampled is not None:

@@ -71,7 +71,7 @@ def _hessian(f: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> torc
     return (hess + hess.T) / 2
 
 
-def _lbfgs(
+def lbfgs(
     value_grad: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]],
     start: torch.Tensor,
     max_iter: int,
@@ -163,7 +163,7 @@ def fit_laplace(
 
     best: tuple[torch.Tensor, list[float]] | None = None
     for _ in range(starts):
-        x, trace = _lbfgs(batched_value_grad, density.initial_points(generator)[0], max_iter, tol)
+        x, trace = lbfgs(batched_value_grad, density.initial_points(generator)[0], max_iter, tol)
         if math.isfinite(trace[-1]) and (best is None or trace[-1] > best[1][-1]):
             best = (x, trace)
     if best is None:

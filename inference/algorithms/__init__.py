@@ -6,6 +6,7 @@ By model structure: ``hmm`` (forward–backward, Viterbi, Baum–Welch, sampling
 EM), ``gp`` (RBF Gaussian-process regression), ``linear`` (Bayesian linear regression, RLS,
 ridge), ``markov`` (bigram chains). By method: ``em`` (mixture EM), ``gibbs`` (Gibbs kernels and
 samplers), ``cavi`` (coordinate-ascent VI), ``conjugate`` (conjugate updates), ``univariate``
-(slice sampling, truncated normal draws), ``gradients`` (gradient-estimator studies),
+(slice sampling, truncated normal draws, piecewise-exponential pieces), ``ars`` (adaptive
+rejection sampling of log-concave densities), ``gradients`` (gradient-estimator studies),
 ``evaluation`` (held-out scores, clustering accuracy).
 """

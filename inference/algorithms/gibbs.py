@@ -8,6 +8,7 @@ from collections.abc import Callable
 import numpy as np
 from tqdm.auto import tqdm
 
+from zoo_inference.algorithms.ars import ars_step
 from zoo_inference.algorithms.conjugate import normal_mean_update, tau_conditional
 from zoo_inference.algorithms.univariate import slice_sample, truncated_normal
 
@@ -18,6 +19,7 @@ def gaussian_mixture_gibbs_sweep(
     mu: np.ndarray,
     s: np.ndarray,
     prior: tuple[float, float, float, float],
+    spread_step: str = "slice",
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """One Gibbs sweep for a Bayesian 1-D Gaussian mixture (flat Dirichlet weights, means
     ordered under iid N(m0, s0^2), LogNormal spreads), every chain at once (arrays (chains, K);
@@ -29,7 +31,9 @@ def gaussian_mixture_gibbs_sweep(
                    v_k = 1 / (1/s0^2 + N_k/s_k^2), m_k = v_k (m0/s0^2 + sum_{z_n=k} y_n / s_k^2)
     log s_k | .  ∝ N(log s_k | l0, ls^2) s_k^(-N_k) exp(-S_k / (2 s_k^2)),
                    S_k = sum_{z_n=k} (y_n - mu_k)^2  (LogNormal prior: not conjugate but
-                   log-concave in log s_k: one slice-sampling step)
+                   log-concave in t = log s_k, its second derivative -1/ls^2 - 2 S_k e^(-2t) < 0:
+                   ``spread_step`` "slice", one slice-sampling step that leaves it invariant, or
+                   "ars", an exact draw by adaptive rejection sampling)
     """
     m0, s0, l0, ls = prior
     chains, K = mu.shape
@@ -52,7 +56,15 @@ def gaussian_mixture_gibbs_sweep(
     def log_cond(t: np.ndarray) -> np.ndarray:
         return -0.5 * ((t - l0) / ls) ** 2 - nk * t - 0.5 * sq * np.exp(-2 * t)
 
-    s = np.exp(slice_sample(log_cond, np.log(s)))
+    def log_cond_and_slope(t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return log_cond(t), -(t - l0) / ls**2 - nk + sq * np.exp(-2 * t)
+
+    if spread_step == "ars":
+        s = np.exp(ars_step(log_cond_and_slope, np.log(s), scale=0.5)[0])
+    elif spread_step == "slice":
+        s = np.exp(slice_sample(log_cond, np.log(s)))
+    else:
+        raise ValueError(f"spread_step must be 'slice' or 'ars', got {spread_step!r}")
     return z, w, mu, s
 
 
@@ -198,9 +210,11 @@ def gaussian_mixture_gibbs(
     warmup: int,
     num_chains: int,
     progress: bool = False,
+    spread_step: str = "slice",
 ) -> dict[str, np.ndarray]:
-    """The Gibbs sampler of :func:`gaussian_mixture_gibbs_sweep`, chains started from random
-    data points (sorted), spreads at the data's sd and equal weights. Returns draws of
+    """The Gibbs sampler of :func:`gaussian_mixture_gibbs_sweep` (``spread_step``: how the
+    spreads are drawn), chains started from random data points (sorted), spreads at the data's
+    sd and equal weights. Returns draws of
     ``weights``, ``locs``, ``scales`` (chains, samples, K) and ``z`` (chains, samples, N)."""
     mu = np.sort(np.random.choice(y, size=(num_chains, K)), axis=1)
     mu += 1e-6 * np.arange(K)  # ties between two starting points would break the ordering
@@ -213,7 +227,7 @@ def gaussian_mixture_gibbs(
         "z": np.empty((num_chains, num_samples, y.size), dtype=np.int64),
     }
     for t in tqdm(range(warmup + num_samples), desc="gibbs", disable=not progress, leave=False):
-        z, w, mu, s = gaussian_mixture_gibbs_sweep(y, w, mu, s, prior)
+        z, w, mu, s = gaussian_mixture_gibbs_sweep(y, w, mu, s, prior, spread_step)
         if t >= warmup:
             i = t - warmup
             out["weights"][:, i], out["locs"][:, i], out["scales"][:, i] = w, mu, s

@@ -52,3 +52,28 @@ def truncated_normal(
     # in the far tail a and b round to the same number: the clip keeps the draw in (low, high)
     p = np.clip(a + u * (b - a), 1e-300, 1 - 1e-16)
     return np.clip(loc + sd * ndtri(p), low, high)
+
+
+# A piece of a piecewise-exponential density, seen from its higher end: exp(log_high - rate s)
+# for s in [0, width], rate >= 0. ARS's envelope (tangents of log p) and the inverse-CDF engine's
+# interpolant (chords of log p) are made of such pieces; both draw from them by inverting the CDF.
+def exp_segment_log_mass(log_high: np.ndarray, rate: np.ndarray, width: np.ndarray) -> np.ndarray:
+    """log of the piece's mass, int_0^width exp(log_high - rate s) ds, elementwise; ``width``
+    may be infinite where ``rate`` > 0 (an unbounded tail), and is +inf where ``rate`` is 0."""
+    rate, width = np.asarray(rate, dtype=float), np.asarray(width, dtype=float)
+    rw = np.where(rate == 0, 0.0, rate * width)  # a flat piece: no 0 * inf
+    with np.errstate(divide="ignore", invalid="ignore"):
+        curved = log_high + np.log(-np.expm1(-rw)) - np.log(rate)
+        flat = log_high + np.log(width) - rw / 2  # (1 - e^-rw) / rate ~ width (1 - rw / 2)
+    return np.where(rw < 1e-10, flat, curved)
+
+
+def exp_segment_draw(rate: np.ndarray, width: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """The distance from the piece's higher end of a draw of density proportional to
+    exp(-rate s) on [0, width], by inverting its CDF at ``u`` in (0, 1):
+    s = -log(1 + u (e^(-rate width) - 1)) / rate (u width on a flat piece)."""
+    rate, width = np.asarray(rate, dtype=float), np.asarray(width, dtype=float)
+    rw = np.where(rate == 0, 0.0, rate * width)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        s = np.where(rw < 1e-10, u * width, -np.log1p(u * np.expm1(-rw)) / rate)
+    return np.clip(s, 0.0, width)

@@ -449,13 +449,17 @@ def _(
     num_samples: int = 1000,
     warmup: int = 500,
     num_chains: int = 4,
+    spread_step: str = "slice",
     progress: bool = False,
 ) -> zoo.Draws:
-    """Gibbs sampler on the model's own posterior (ordered means, LogNormal spreads: one
-    slice-sampling step for each spread); chains start from random data points."""
+    """Gibbs sampler on the model's own posterior (ordered means, LogNormal spreads drawn by
+    ``spread_step``: "slice", one slice-sampling step, or "ars", an exact draw by adaptive
+    rejection sampling); chains start from random data points."""
+    if spread_step not in ("slice", "ars"):
+        raise zoo.ZooError(f"option 'spread_step' must be 'slice' or 'ars', got {spread_step!r}")
     prior = (*LOC_PRIOR, *SCALE_PRIOR)
     out = gaussian_mixture_gibbs(
-        y.double().numpy(), K, prior, num_samples, warmup, num_chains, progress
+        y.double().numpy(), K, prior, num_samples, warmup, num_chains, progress, spread_step
     )
     return zoo.Draws(out, chains=True)
 
