@@ -37,6 +37,7 @@ autodoc_default_options = {"members": False}
 
 html_theme = "furo"
 html_title = "pyro-zoo"
-html_static_path: list[str] = []
+html_static_path = ["_static"]
+html_css_files = ["zoo.css"]
 # the build and its pages reach no network: no intersphinx, and no page holds math nodes (MathJax
 # comes from a CDN): the gallery draws its math as images, with the report's mathtext

@@ -295,6 +295,7 @@ def model_page(name: str, out: Path, report: Report | None) -> str:
                 f"```{{image}} img/{name}/math-{i}.png",
                 f":alt: {' '.join(latex.split())}",
                 f":width: {drawn['width']}px",
+                ":class: story-line",
                 "```",
                 "",
             ]
