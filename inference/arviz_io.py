@@ -205,6 +205,20 @@ def mcmc_convergence(idata: az.InferenceData) -> dict[str, float]:
     }
 
 
+RELIABLE_K = 0.7
+"""Pareto k-hat of the weights above which an importance estimate is unreliable (PSIS, Vehtari
+et al. 2024: the estimate's error then falls too slowly with the number of draws)."""
+
+
+def systematic_resample(log_w: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+    """Indices of ``n`` equally weighted draws (systematic resampling: low variance)."""
+    from scipy.special import logsumexp  # scipy on first use: the import stays light
+
+    w = np.exp(log_w - logsumexp(log_w))
+    positions = (rng.random() + np.arange(n)) / n
+    return np.minimum(np.searchsorted(np.cumsum(w), positions), len(w) - 1)
+
+
 def psis_pareto_k(log_weights: np.ndarray) -> float:
     """Pareto k-hat of importance weights (PSIS; Vehtari et al.): > 0.7 means unreliable."""
     with _quiet():

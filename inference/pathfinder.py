@@ -34,10 +34,9 @@ import numpy as np
 import pyro
 import torch
 
-from .arviz_io import arviz, make_run
+from .arviz_io import RELIABLE_K, arviz, make_run, systematic_resample
 from .context import EngineContext
 from .density import BatchedDensity, batched_density
-from .importance import RELIABLE_K, systematic_resample
 from .posterior import complete
 from .reference import in_float64
 from .results import NumericalFailure, Run, ZooError

@@ -27,6 +27,7 @@ from ..backend import has_compiler
 from ..context import EngineContext
 from ..density import batched_density
 from ..parallel import cores, map_indices
+from ..pathfinder import initial_points as pathfinder_points
 from ..results import ZooError
 from ..runtime import device_of, on_device
 from .base import Density, Loop, Samples, StepFn
@@ -265,9 +266,7 @@ def sample_chains(
             theta0 = previous[g].theta[:, -1].to(dev)
             more["resume"] = state
         elif init == "pathfinder":
-            from ..pathfinder import initial_points  # it imports importance, whose svi imports us
-
-            theta0 = initial_points(ctx.model, ctx.data, s, gen, density)
+            theta0 = pathfinder_points(ctx.model, ctx.data, s, gen, density)
         else:
             theta0 = density.initial_points(gen)
         if not previous and superchain > 1:  # chains of a superchain start together (nested R-hat)
