@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 import torch
+from scipy.special import logsumexp
 
 from .results import Evidence, Run, RunKind, site_rows
 
@@ -212,8 +213,6 @@ et al. 2024: the estimate's error then falls too slowly with the number of draws
 
 def systematic_resample(log_w: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
     """Indices of ``n`` equally weighted draws (systematic resampling: low variance)."""
-    from scipy.special import logsumexp  # scipy on first use: the import stays light
-
     w = np.exp(log_w - logsumexp(log_w))
     positions = (rng.random() + np.arange(n)) / n
     return np.minimum(np.searchsorted(np.cumsum(w), positions), len(w) - 1)

@@ -336,14 +336,18 @@ def pathfinder(
 
 
 def pathfinder_density(
-    model: Callable[..., Any], data: Mapping[str, Any], structure: ModelStructure
+    model: Callable[..., Any],
+    data: Mapping[str, Any],
+    structure: ModelStructure,
+    points: int = EVAL_BATCH,
 ) -> BatchedDensity:
-    """The model's batched density in double precision, evaluating :data:`EVAL_BATCH` points a
-    call (the paths' steps and the ELBOs' draws)."""
+    """The model's batched density in double precision, evaluating ``points`` points a call
+    (at most :data:`EVAL_BATCH`): one call evaluates an iteration's ELBO draws of every path
+    (``num_paths * elbo_draws``) where they are that few."""
+    size = min(points, EVAL_BATCH)
     with pyro.validation_enabled(False):  # a line search may try a point outside the support
         return in_float64(
-            lambda **d: batched_density(model, d, structure, EVAL_BATCH, dtype=torch.float64),
-            data,
+            lambda **d: batched_density(model, d, structure, size, dtype=torch.float64), data
         )
 
 
@@ -380,7 +384,7 @@ def pathfinder_engine(
     and ``num_samples`` resampled by Pareto-smoothed importance weights. The diagnostics give
     the weights' Pareto k-hat (above 0.7 the run is ``unreliable``), their ESS, each path's
     best ELBO and iterations, and the gradient evaluations of the paths."""
-    density = pathfinder_density(ctx.model, ctx.data, ctx.structure)
+    density = pathfinder_density(ctx.model, ctx.data, ctx.structure, num_paths * elbo_draws)
     gen = torch.Generator().manual_seed(ctx.seed)
     with pyro.validation_enabled(False):
         fit = pathfinder(
