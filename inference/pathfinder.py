@@ -179,7 +179,8 @@ def run_paths(
     elbo_draws: int,
 ) -> list[Path]:
     """Single-path Pathfinder from each row of ``starts`` (P, D), the paths in lockstep:
-    ``value_grad(x)`` gives log p and its gradient at any number of points (n, D)."""
+    ``value_grad(x)`` gives log p and its gradient at any number of points (n, D). A path
+    whose every iterate failed (none with a finite ELBO) is left out."""
     x = starts.double().clone()
     p, d = x.shape
     f, g = value_grad(x)
@@ -199,6 +200,9 @@ def run_paths(
         # backtracking line search, the active paths in lockstep
         t = x.new_ones(p)
         slope = (g * direction).sum(1)
+        uphill = slope > 0  # else (Sigma's rounding) the path goes up its gradient
+        direction = torch.where(uphill[:, None], direction, g)
+        slope = torch.where(uphill, slope, (g * g).sum(1))
         accepted = [False] * p
         new_x, new_f, new_g = x.clone(), f.clone(), g.clone()
         for _ in range(HALVINGS):
@@ -217,7 +221,7 @@ def run_paths(
                     t[i] /= 2
         formed = []  # the paths that moved, each with its new iterate's Gaussian
         for i in idx:
-            if not accepted[i] or not slope[i] > 0:  # no ascent left
+            if not accepted[i]:  # no ascent left
                 active[i] = False
                 continue
             s, y = new_x[i] - x[i], g[i] - new_g[i]  # y: the change of grad(-log p)
@@ -248,21 +252,23 @@ def run_paths(
     paths = []
     for i in range(p):
         scores = elbos[i]
-        if not scores or not any(math.isfinite(e) for e in scores):
-            raise NumericalFailure(
-                "Pathfinder: no iterate of a path gave a Gaussian with a finite ELBO (the log "
-                "density may be unbounded or not smooth)"
-            )
-        best = int(np.nanargmax(np.where(np.isfinite(scores), scores, -np.inf)))
+        if not any(math.isfinite(e) for e in scores):  # a path stuck at its start: left out
+            continue
+        best = int(np.argmax(np.where(np.isfinite(scores), scores, -np.inf)))
         gaussian = gaussians[i][best]
         assert gaussian is not None
         paths.append(Path(gaussian, best + 1, scores, len(scores), evals[i]))
+    if not paths:
+        raise NumericalFailure(
+            "Pathfinder: no iterate of any path gave a Gaussian with a finite ELBO (the log "
+            "density may be unbounded or not smooth)"
+        )
     return paths
 
 
 def _elbos(
     idx: list[int],
-    gaussians: list[Any],
+    gaussians: list[Gaussian],
     value_grad: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]],
     gen: torch.Generator,
     k: int,
@@ -383,7 +389,8 @@ def pathfinder_engine(
     the highest ELBO (``elbo_draws`` draws an iterate), ``draws_per_path`` draws of each pooled
     and ``num_samples`` resampled by Pareto-smoothed importance weights. The diagnostics give
     the weights' Pareto k-hat (above 0.7 the run is ``unreliable``), their ESS, each path's
-    best ELBO and iterations, and the gradient evaluations of the paths."""
+    best ELBO and iterations, and the gradient evaluations of the paths. Discrete sites are
+    summed out of the density, as for the samplers, and drawn afterwards given each draw."""
     density = pathfinder_density(ctx.model, ctx.data, ctx.structure, num_paths * elbo_draws)
     gen = torch.Generator().manual_seed(ctx.seed)
     with pyro.validation_enabled(False):
@@ -405,13 +412,15 @@ def pathfinder_engine(
         "pareto_k": fit.pareto_k,
         "ess": fit.ess,
         "num_samples": num_samples,
-        "num_paths": num_paths,
+        "num_paths": len(fit.paths),
         "elbo_per_path": [p.elbo for p in fit.paths],
         "iterations_per_path": [p.iterations for p in fit.paths],
         "best_iteration_per_path": [p.best_iteration for p in fit.paths],
         "gradient_evals": fit.gradient_evals,
         "density_evals": fit.density_evals,
     }
+    if len(fit.paths) < num_paths:
+        diagnostics["paths_left_out"] = num_paths - len(fit.paths)  # stuck at their starts
     if omitted:
         diagnostics["omitted"] = omitted
     best = max(fit.paths, key=lambda p: p.elbo)
