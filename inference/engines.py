@@ -239,17 +239,19 @@ GENERIC_ENGINES: dict[str, EngineSpec] = {
             "Pathfinder: multi-path quasi-Newton Gaussians, importance-resampled",
             needs=_SAMPLER,
             budgets={
-                # max_iter: a density without a mode (the centred funnel) runs every path to it
+                # max_iter: a density without a mode (the centred funnel) runs every path to it;
+                # 4000 pooled draws at every level: k-hat from 400 is noise (beta_bernoulli,
+                # seeds 0-5: 0.23-2.39 from 2 x 200 draws, 0.30-0.63 from 4 x 1000)
                 "smoke": {
-                    "num_paths": 2,
+                    "num_paths": 4,
                     "num_samples": 200,
-                    "draws_per_path": 200,
+                    "draws_per_path": 1000,
                     "max_iter": 100,
                 },
                 "check": {
                     "num_paths": 4,
                     "num_samples": 1000,
-                    "draws_per_path": 500,
+                    "draws_per_path": 1000,
                     "max_iter": 200,
                 },
                 "quick": {

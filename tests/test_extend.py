@@ -60,7 +60,16 @@ def foreign():
 
 def test_registered_and_listed(foreign):
     assert "foreign_spikes" in zoo.list_models()
-    assert foreign.engines == ("svi", "nuts", "chees", "hmc", "mh", "importance", "enum")
+    assert foreign.engines == (
+        "svi",
+        "nuts",
+        "chees",
+        "hmc",
+        "mh",
+        "importance",
+        "pathfinder",
+        "enum",
+    )
     assert foreign.description.startswith("Foreign test model")
 
 
@@ -125,7 +134,16 @@ def test_function_form_and_duplicates(registry):
 
     entry = zoo.register("foreign_tiny", model=tiny, data={"y": torch.zeros(3)})
     assert zoo.get_model("foreign_tiny") is entry
-    assert entry.engines == ("svi", "nuts", "chees", "hmc", "mh", "importance", "laplace")
+    assert entry.engines == (
+        "svi",
+        "nuts",
+        "chees",
+        "hmc",
+        "mh",
+        "importance",
+        "laplace",
+        "pathfinder",
+    )
     with pytest.raises(ValueError, match="already registered.*replace=True"):
         zoo.register("foreign_tiny", model=tiny, data={"y": torch.zeros(3)})
     again = zoo.register("foreign_tiny", model=tiny, data={"y": torch.zeros(4)}, replace=True)
@@ -164,6 +182,7 @@ def test_posterior_gives_truth_and_exact_engine(registry):
         "mh",
         "importance",
         "laplace",
+        "pathfinder",
         "exact",
     )
     truth = normal_mean.ground_truth()
@@ -374,6 +393,7 @@ def test_entry_point_discovery(tmp_path, monkeypatch, registry):
         "mh",
         "importance",
         "laplace",
+        "pathfinder",
     )
 
 

@@ -154,6 +154,7 @@ def test_model_json_numbers(report_dir: Path) -> None:
         "mh",
         "importance",
         "laplace",
+        "pathfinder",
         "exact",
     }
     # honest statuses: a smoke run may be unreliable (the reasons say why), none failed
@@ -175,10 +176,20 @@ def test_csv_and_results(report_dir: Path) -> None:
     assert table.loc[0, "truth_sd"] == pytest.approx(0.130744, abs=1e-6)
     results = json.loads((report_dir / "results.json").read_text())
     cells = results["models"]["beta_bernoulli"]["engines"]
-    assert set(cells) == {"svi", "nuts", "chees", "hmc", "mh", "importance", "laplace", "exact"}
+    assert set(cells) == {
+        "svi",
+        "nuts",
+        "chees",
+        "hmc",
+        "mh",
+        "importance",
+        "laplace",
+        "pathfinder",
+        "exact",
+    }
     assert cells["exact"]["worst_error"] == pytest.approx(0.0, abs=1e-9)
     flat = pd.read_csv(report_dir / "results.csv")
-    assert len(flat) == 8 and set(flat["status"]) <= {"ok", "unreliable"}
+    assert len(flat) == 9 and set(flat["status"]) <= {"ok", "unreliable"}
     assert flat.set_index("engine").loc["exact", "status"] == "ok"
 
 
