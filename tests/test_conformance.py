@@ -58,8 +58,8 @@ SLOW_CELLS = {
     ("discrete_vae", "svi_baseline"),
     ("discrete_vae", "svi_nvil"),
     ("discrete_vae", "svi_gumbel"),
-    # 6-10 s each at check size (2026-11-28): enumerated mixtures, and a logistic regression
-    # whose Gaussians' k-hat is above 0.7 (only shapes checked); test_pathfinder checks the engine
+    # 6-10 s each at check size on loaded cores, 2.5-4.6 s quiet (2026-11-28): enumerated
+    # mixtures, and a logistic regression whose k-hat is above 0.7 (only shapes checked)
     ("naive_bayes", "pathfinder"),
     ("gaussian_mixture", "pathfinder"),
     ("logistic_regression", "pathfinder"),

@@ -136,7 +136,7 @@ def test_nuts_from_pathfinder_matches_the_posterior():
     "engine, options",
     [
         ("mh", {"num_samples": 200, "warmup": 200, "num_chains": 2}),
-        # 26 s on a loaded core: the slow run (nuts's test above shares their driver)
+        # 6 s quiet, 26 s on a loaded core: the slow run (nuts's test shares their driver)
         pytest.param(
             "hmc", {"num_samples": 50, "warmup": 50, "num_chains": 2}, marks=pytest.mark.slow
         ),
@@ -159,7 +159,7 @@ def test_every_sampler_starts_from_pathfinder(engine, options):
 def test_pathfinder_is_calibrated(model):
     """SBC at 100 replications (tests/test_sbc.py gives the test's power): the resampled
     draws of a non-Gaussian conjugate posterior are calibrated (gamma_poisson, seed 0: p 0.46,
-    84 s on a loaded core)."""
+    25 s quiet, 84 s on a loaded core; beta_bernoulli p 0.72)."""
     result = sbc(model, "pathfinder", reps=100, seed=shifted(0), alpha=1e-3, workers=1)
     assert len(result.rep_ids) == 100, result.failures
     assert result.verdict == "calibrated", result.findings()
