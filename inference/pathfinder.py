@@ -363,15 +363,15 @@ def initial_points(
     structure: ModelStructure,
     gen: torch.Generator,
     like: BatchedDensity,
-) -> torch.Tensor:
+) -> tuple[torch.Tensor, int]:
     """Starts for the chains of the density ``like``, ``(chains, D)`` in its dtype and on its
     device: draws of one multi-path Pathfinder run (default options) on the model's density,
-    seeded from ``gen``."""
+    seeded from ``gen``; and the gradient evaluations the run took."""
     seed = int(torch.randint(2**62, (1,), generator=gen, device=gen.device))
     cpu = torch.Generator().manual_seed(seed)  # Pathfinder draws on the CPU, in float64
     with pyro.validation_enabled(False):
         fit = pathfinder(pathfinder_density(model, data, structure), cpu, num_samples=like.chains)
-    return fit.draws.to(dtype=like.dtype, device=like.device)
+    return fit.draws.to(dtype=like.dtype, device=like.device), fit.gradient_evals
 
 
 def pathfinder_engine(

@@ -113,8 +113,9 @@ def test_pathfinder_starts_are_in_the_posterior():
     dists, _ = zoo.in_float64(BLR.posterior_fn, BLR.load_data())
     mean, sd = dists["beta"].mean.float(), dists["beta"].variance.sqrt().float()
     like = pathfinder_density(BLR.model, BLR.load_data(), BLR.structure)
-    starts = initial_points(BLR.model, BLR.load_data(), BLR.structure, like.generator(0), like)
-    assert starts.shape == (like.chains, 2) and starts.dtype == like.dtype
+    gen = like.generator(0)
+    starts, evals = initial_points(BLR.model, BLR.load_data(), BLR.structure, gen, like)
+    assert starts.shape == (like.chains, 2) and starts.dtype == like.dtype and evals > 0
     assert float(((starts - mean).abs() / sd).max()) < 6
 
 
@@ -126,6 +127,8 @@ def test_nuts_from_pathfinder_matches_the_posterior():
     run = zoo.run(entry, "nuts", seed=2, init="pathfinder", **options)
     default = zoo.run(entry, "nuts", seed=2, **options)
     assert run.ok and run.diagnostics["max_r_hat"] < 1.05
+    assert run.diagnostics["init_gradient_evals"] > 0  # one Pathfinder run, one chain group
+    assert "init_gradient_evals" not in default.diagnostics
     assert not np.array_equal(run.idata.posterior["rate"], default.idata.posterior["rate"])
     for row, (mu, sd) in entry.ground_truth().rows().items():
         ess = run.summary.loc[row, "ess_bulk"]

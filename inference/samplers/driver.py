@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -260,13 +260,14 @@ def sample_chains(
         density.start_run(auto_compile=jit is None)  # None: compiled once the run shows it pays
         gen = density.generator(chain_seed(ctx.seed, g))
         more = dict(options)
+        more_evals = 0  # Pathfinder's, where it chose the starts
         if previous:  # the chains go on from their last draws, as the sampler left them
             state = dict(previous[g].state)
             gen.set_state(state.pop("rng"))
             theta0 = previous[g].theta[:, -1].to(dev)
             more["resume"] = state
         elif init == "pathfinder":
-            theta0 = pathfinder_points(ctx.model, ctx.data, s, gen, density)
+            theta0, more_evals = pathfinder_points(ctx.model, ctx.data, s, gen, density)
         else:
             theta0 = density.initial_points(gen)
         if not previous and superchain > 1:  # chains of a superchain start together (nested R-hat)
@@ -282,6 +283,9 @@ def sample_chains(
                 **more,
             )
         result.info["density"] = density.mode
+        if init == "pathfinder" and not previous:  # the run's gradients include the start's
+            result.info["init_gradient_evals"] = more_evals
+            result = replace(result, gradient_evals=result.gradient_evals + more_evals)
         result.info["compile_s"] = density.compile_s
         if ess is not None:
             result.state["rng"] = gen.get_state()
