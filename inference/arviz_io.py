@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 import torch
+from scipy.special import logsumexp
 
 from .results import Evidence, Run, RunKind, site_rows
 
@@ -203,6 +204,18 @@ def mcmc_convergence(idata: az.InferenceData) -> dict[str, float]:
         "max_r_hat": float(np.nanmax(rhats)) if np.isfinite(rhats).any() else float("nan"),
         "min_ess_bulk": float(np.nanmin(esss)) if np.isfinite(esss).any() else float("nan"),
     }
+
+
+RELIABLE_K = 0.7
+"""Pareto k-hat of the weights above which an importance estimate is unreliable (PSIS, Vehtari
+et al. 2024: the estimate's error then falls too slowly with the number of draws)."""
+
+
+def systematic_resample(log_w: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+    """Indices of ``n`` equally weighted draws (systematic resampling: low variance)."""
+    w = np.exp(log_w - logsumexp(log_w))
+    positions = (rng.random() + np.arange(n)) / n
+    return np.minimum(np.searchsorted(np.cumsum(w), positions), len(w) - 1)
 
 
 def psis_pareto_k(log_weights: np.ndarray) -> float:

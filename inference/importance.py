@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from scipy.special import logsumexp
 
-from .arviz_io import make_run, psis_pareto_k
+from .arviz_io import RELIABLE_K, make_run, psis_pareto_k, systematic_resample
 from .context import EngineContext
 from .optim import AUTOGUIDES
 from .posterior import complete
@@ -23,20 +23,10 @@ from .structure import trace_model
 from .svi import fit_guide, weighted_draws
 
 PROPOSALS = ("prior", "model", *AUTOGUIDES)
-RELIABLE_K = 0.7
-"""Pareto k-hat of the weights above which an importance estimate is unreliable (PSIS, Vehtari
-et al. 2024: the estimate's error then falls too slowly with the number of draws)."""
 FITTED = "mvn"
 """The autoguide fitted as the proposal when the prior cannot be sampled or is a poor proposal:
 a full-rank Gaussian, which follows a posterior's correlations (a mean-field proposal is too
 narrow along them and its weights' tails too heavy)."""
-
-
-def systematic_resample(log_w: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
-    """Indices of ``n`` equally weighted draws (systematic resampling: low variance)."""
-    w = np.exp(log_w - logsumexp(log_w))
-    positions = (rng.random() + np.arange(n)) / n
-    return np.minimum(np.searchsorted(np.cumsum(w), positions), len(w) - 1)
 
 
 def unsampled_prior_site(ctx: EngineContext) -> str | None:

@@ -10,7 +10,9 @@ Every sampler engine here can run to a target instead of a fixed number of draws
 warms up once, then draws in blocks until every continuous parameter has a bulk ESS of 400 and
 an R-hat of at most 1.01, or the chains hold ``max_draws`` draws each (default ten times
 ``num_samples``); the Run's diagnostics say how many draws it took (``draws_per_chain``,
-``blocks``) and why it stopped (``stopped``), and a run stopped by the limit warns."""
+``blocks``) and why it stopped (``stopped``), and a run stopped by the limit warns. With
+``init="pathfinder"`` the chains start from draws of a Pathfinder run (:mod:`inference.pathfinder`)
+instead of Uniform(-2, 2) on the unconstrained space."""
 
 from __future__ import annotations
 
@@ -268,6 +270,7 @@ def nuts_engine(
     chain_groups: int | None = None,
     ess: float | None = None,
     max_draws: int | None = None,
+    init: str | None = None,
 ) -> Run:
     """No-U-Turn sampler (Hoffman & Gelman 2014): trajectories end where they turn back. The
     zoo's sampler runs the chains in lockstep on the compiled batched density; ``backend=
@@ -280,8 +283,8 @@ def nuts_engine(
     ``dense_e``; default diagonal, Stan's ``diag_e``; ``None``: dense up to 100 dimensions;
     Pyro's NUTS: its ``full_mass``)."""
     if backend == "pyro":
-        if ess is not None or max_draws is not None:
-            raise ZooError("ess and max_draws apply to the zoo's samplers (backend='zoo')")
+        if ess is not None or max_draws is not None or init is not None:
+            raise ZooError("ess, max_draws and init apply to the zoo's samplers (backend='zoo')")
         if chain_groups is not None and chain_groups > 1:
             raise ZooError(
                 "chain_groups applies to the zoo's samplers; Pyro's NUTS runs a chain a process"
@@ -313,6 +316,7 @@ def nuts_engine(
         chain_groups=chain_groups,
         ess=ess,
         max_draws=max_draws,
+        init=init,
         target_accept=target_accept,
         max_tree_depth=max_tree_depth,
         dense_mass=dense_mass,
@@ -334,6 +338,7 @@ def chees_engine(
     chain_groups: int | None = None,
     ess: float | None = None,
     max_draws: int | None = None,
+    init: str | None = None,
 ) -> Run:
     """ChEES-HMC (Hoffman, Radul & Sountsov 2021): many chains sharing one step size and one
     jittered trajectory length, both adapted in a short warmup; nested R-hat over superchains of
@@ -352,6 +357,7 @@ def chees_engine(
         chain_groups=chain_groups,
         ess=ess,
         max_draws=max_draws,
+        init=init,
         superchain=SUPERCHAIN,
         min_group=CHEES_GROUP,
         target_accept=target_accept,
@@ -375,6 +381,7 @@ def hmc_engine(
     chain_groups: int | None = None,
     ess: float | None = None,
     max_draws: int | None = None,
+    init: str | None = None,
 ) -> Run:
     """Static Hamiltonian Monte Carlo: no U-turn check, each draw integrates for ``2 u
     trajectory_length`` (``u`` from a Halton sequence: the mean time is ``trajectory_length``,
@@ -393,6 +400,7 @@ def hmc_engine(
         chain_groups=chain_groups,
         ess=ess,
         max_draws=max_draws,
+        init=init,
         target_accept=target_accept,
         trajectory_length=trajectory_length,
         max_steps=max_steps,
@@ -411,6 +419,7 @@ def mh_engine(
     chain_groups: int | None = None,
     ess: float | None = None,
     max_draws: int | None = None,
+    init: str | None = None,
 ) -> Run:
     """Random-walk Metropolis–Hastings with a diagonal proposal adapted in warmup."""
     return grouped_run(
@@ -426,6 +435,7 @@ def mh_engine(
         chain_groups=chain_groups,
         ess=ess,
         max_draws=max_draws,
+        init=init,
         target_accept=target_accept,
     )
 

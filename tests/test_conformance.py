@@ -71,6 +71,11 @@ SLOW_CELLS = {
     ("unnormalised_gaussian", "chees"),
     ("unnormalised_gaussian", "laplace"),
     ("unnormalised_gaussian", "mh"),
+    # 6-10 s each at check size on loaded cores, 2.5-4.6 s quiet (2026-11-28): enumerated
+    # mixtures, and a logistic regression whose k-hat is above 0.7 (only shapes checked)
+    ("naive_bayes", "pathfinder"),
+    ("gaussian_mixture", "pathfinder"),
+    ("logistic_regression", "pathfinder"),
 }
 # Cells where the sampler is known not to mix at any size the suite can afford. The run must
 # still be ok and say so itself (R-hat over 1.1), which the reports turn into a finding.
@@ -92,6 +97,10 @@ VI_BIAS = {
     # a Gaussian over (log q, log r, unit-scale steps) cannot follow how the steps' posterior
     # scales with q: q about 220-380 against the exact 1743 (test_sequential)
     ("linear_gaussian_ssm", "svi_states"): "q under-estimated",
+    # the centred funnel has no mode: every L-BFGS path heads into its neck (tau -> 0), the
+    # ELBO-best Gaussians sit near it (tau about 0.4 against 3.6, mu 0.4 against 4.4 at seed 1)
+    # and the weights' k-hat (0.67) cannot see mass no draw reached
+    ("eight_schools", "pathfinder"): "the paths head into the funnel's neck",
 }
 Z = 5.0  # Monte-Carlo z-score allowed for a mean
 SVI_SDS = 1.0  # a smoke-size SVI fit: its mean within this many posterior sds (optimiser error)

@@ -67,6 +67,7 @@ def test_registered_and_listed(foreign):
         "hmc",
         "mh",
         "importance",
+        "pathfinder",
         "rejection",
         "inverse_cdf",
         "enum",
@@ -143,6 +144,7 @@ def test_function_form_and_duplicates(registry):
         "mh",
         "importance",
         "laplace",
+        "pathfinder",
         "rejection",
         "inverse_cdf",
     )
@@ -184,6 +186,7 @@ def test_posterior_gives_truth_and_exact_engine(registry):
         "mh",
         "importance",
         "laplace",
+        "pathfinder",
         "rejection",
         "inverse_cdf",
         "exact",
@@ -396,6 +399,7 @@ def test_entry_point_discovery(tmp_path, monkeypatch, registry):
         "mh",
         "importance",
         "laplace",
+        "pathfinder",
         "rejection",
         "inverse_cdf",
     )

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -27,6 +27,7 @@ from ..backend import has_compiler
 from ..context import EngineContext
 from ..density import batched_density
 from ..parallel import cores, map_indices
+from ..pathfinder import initial_points as pathfinder_points
 from ..results import ZooError
 from ..runtime import device_of, on_device
 from .base import Density, Loop, Samples, StepFn
@@ -183,6 +184,7 @@ class Sampled:
     stopping: dict[str, Any] | None = None
 
 
+INITS = (None, "pathfinder")  # the chains' starts: the density's own, or Pathfinder's draws
 R_HAT_TARGET = 1.01  # an ESS target also asks every R-hat to be at most this
 MAX_DRAWS_FACTOR = 10  # default limit of a run to an ESS target: this many times num_samples
 
@@ -203,6 +205,7 @@ def sample_chains(
     chain_groups: int | None = None,
     ess: float | None = None,
     max_draws: int | None = None,
+    init: str | None = None,
     **options: Any,
 ) -> Sampled:
     """Run ``sampler`` on the model's batched log density: the chains in ``chain_groups``
@@ -217,7 +220,15 @@ def sample_chains(
     sampler's ``resume``, no new warmup) in blocks sized from the ESS so far, until the least
     bulk ESS of every continuous parameter reaches ``ess`` and every R-hat is at most
     :data:`R_HAT_TARGET`, or the chains hold ``max_draws`` draws each (default
-    :data:`MAX_DRAWS_FACTOR` times ``num_samples``); :attr:`Sampled.stopping` says which."""
+    :data:`MAX_DRAWS_FACTOR` times ``num_samples``); :attr:`Sampled.stopping` says which.
+
+    ``init``: where the chains start: None, Uniform(-2, 2) on the unconstrained space
+    (:meth:`~inference.density.BatchedDensity.initial_points`); ``"pathfinder"``, draws of one
+    multi-path Pathfinder run a chain group (:func:`inference.pathfinder.initial_points`)."""
+    if init not in INITS:
+        raise ZooError(f"option 'init' must be one of {list(INITS)}, got {init!r}")
+    if init == "pathfinder" and batch:
+        raise ZooError("init='pathfinder' needs one data set; these chains have one each (batch)")
     if max_draws is not None and ess is None:
         raise ZooError("max_draws limits a run to an ESS target: give ess= with it")
     if max_draws is not None and max_draws < num_samples:
@@ -249,15 +260,18 @@ def sample_chains(
         density.start_run(auto_compile=jit is None)  # None: compiled once the run shows it pays
         gen = density.generator(chain_seed(ctx.seed, g))
         more = dict(options)
+        more_evals = 0  # Pathfinder's, where it chose the starts
         if previous:  # the chains go on from their last draws, as the sampler left them
             state = dict(previous[g].state)
             gen.set_state(state.pop("rng"))
             theta0 = previous[g].theta[:, -1].to(dev)
             more["resume"] = state
+        elif init == "pathfinder":
+            theta0, more_evals = pathfinder_points(ctx.model, ctx.data, s, gen, density)
         else:
             theta0 = density.initial_points(gen)
-            if superchain > 1:  # chains of a superchain start together (nested R-hat)
-                theta0 = theta0[(torch.arange(len(theta0)) // superchain) * superchain]
+        if not previous and superchain > 1:  # chains of a superchain start together (nested R-hat)
+            theta0 = theta0[(torch.arange(len(theta0)) // superchain) * superchain]
         with torch.no_grad(), on_device(dev):
             result = sampler(
                 density,
@@ -269,6 +283,9 @@ def sample_chains(
                 **more,
             )
         result.info["density"] = density.mode
+        if init == "pathfinder" and not previous:  # the run's gradients include the start's
+            result.info["init_gradient_evals"] = more_evals
+            result = replace(result, gradient_evals=result.gradient_evals + more_evals)
         result.info["compile_s"] = density.compile_s
         if ess is not None:
             result.state["rng"] = gen.get_state()
