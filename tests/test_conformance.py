@@ -88,9 +88,15 @@ def cells() -> list[tuple[str, str]]:
     return [(m, e) for m in zoo.list_models() for e in zoo.get_model(m).engines]
 
 
+def slow(model: str, engine: str) -> bool:
+    """A slow cell, or any cell of an opt-in model (a benchmark target the default report and
+    the default test run leave out: test_gym checks their mathematics)."""
+    return (model, engine) in SLOW_CELLS or zoo.get_model(model).opt_in
+
+
 def params() -> list:
     return [
-        pytest.param(m, e, id=f"{m}-{e}", marks=[pytest.mark.slow] if (m, e) in SLOW_CELLS else [])
+        pytest.param(m, e, id=f"{m}-{e}", marks=[pytest.mark.slow] if slow(m, e) else [])
         for m, e in cells()
     ]
 
