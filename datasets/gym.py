@@ -9,29 +9,39 @@ needs neither TensorFlow nor JAX. Each loader below repeats the Gym's own prepro
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from functools import cache
+from types import ModuleType
 
 import numpy as np
 
 IRT_SHUFFLE_SEED = 1337  # inference_gym.internal.data.synthetic_item_response_theory's default
 
 
-def _module(path: str):  # noqa: ANN202 - a plain module of NumPy arrays
-    try:
-        return importlib.import_module(path)
-    except ImportError as e:  # pragma: no cover - a core dependency
-        raise ImportError(
-            f"the Inference Gym's targets read their data and ground truth from the "
-            f"`inference_gym` package ({path} is missing): pip install inference_gym"
-        ) from e
+@cache
+def _truth_modules() -> dict[str, ModuleType]:
+    """The ground-truth modules of the targets the zoo writes, by the Gym's target name."""
+    from inference_gym.targets.ground_truth import (
+        brownian_motion_unknown_scales_missing_middle_observations,
+        stochastic_volatility_sp500,
+        stochastic_volatility_sp500_small,
+        synthetic_item_response_theory,
+    )
+
+    mods = (
+        brownian_motion_unknown_scales_missing_middle_observations,
+        stochastic_volatility_sp500,
+        stochastic_volatility_sp500_small,
+        synthetic_item_response_theory,
+    )
+    return {m.__name__.rsplit(".", 1)[-1]: m for m in mods}
 
 
 def brownian_motion_observations() -> np.ndarray:
     """The 30 observed locations of the Gym's Brownian motion with missing middle
     observations (steps 10-19 unobserved: NaN)."""
-    m = _module("inference_gym.internal.datasets.brownian_motion_missing_middle_observations")
+    from inference_gym.internal.datasets import brownian_motion_missing_middle_observations as m
+
     return np.asarray(m.OBSERVED_LOC, dtype=float)
 
 
@@ -39,7 +49,8 @@ def sp500_returns(num_points: int | None = None) -> np.ndarray:
     """S&P 500 daily returns (closing price minus the previous one, 2516 days), the last
     ``num_points`` of them centred on their own mean: ``inference_gym.internal.data
     .sp500_returns``."""
-    m = _module("inference_gym.internal.datasets.sp500_closing_prices")
+    from inference_gym.internal.datasets import sp500_closing_prices as m
+
     returns = np.diff(np.asarray(m.CLOSING_PRICES, dtype=float))
     tail = returns[-(num_points or len(returns)) :]
     return tail - tail.mean()
@@ -49,7 +60,8 @@ def sp500_returns(num_points: int | None = None) -> np.ndarray:
 def item_response_theory() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The Gym's synthetic 1PL item-response data (400 students, 100 questions, 30012
     answers), shuffled as the Gym shuffles it: ``(student_ids, question_ids, correct)``."""
-    m = _module("inference_gym.internal.datasets.synthetic_item_response_theory")
+    from inference_gym.internal.datasets import synthetic_item_response_theory as m
+
     order = np.arange(m.STUDENT_IDS.shape[0])
     np.random.RandomState(IRT_SHUFFLE_SEED).shuffle(order)
     return (
@@ -73,7 +85,10 @@ def ground_truth(target: str, parameter: str = "") -> GymTruth:
     """The ground truth the Gym publishes for ``target`` (a module of
     ``inference_gym.targets.ground_truth``), of its ``identity`` transformation's
     ``parameter`` (``""``: a target with one unnamed parameter vector)."""
-    m = _module(f"inference_gym.targets.ground_truth.{target}")
+    modules = _truth_modules()
+    if target not in modules:
+        raise KeyError(f"no ground truth read for Gym target {target!r}; known: {sorted(modules)}")
+    m = modules[target]
     stem = "IDENTITY_" + (f"{parameter.upper()}_" if parameter else "")
     try:
         return GymTruth(

@@ -234,3 +234,17 @@ def test_nuts_dense_on_ill_conditioned_gaussian() -> None:
     name = "gym_ill_conditioned_gaussian"
     run = zoo.run(name, "nuts", seed=0, num_chains=2, warmup=500, num_samples=300, dense_mass=True)
     check_against_truth(name, run)
+
+
+def test_opt_in_targets_run_only_when_named() -> None:
+    """The Gym's targets are opt-in: a whole-zoo report plans none of their cells, a report that
+    names one runs it, and a model registered without opt_in stays in the whole-zoo report."""
+    from zoo.sweep import plan_report
+
+    gym_names = {n for n in zoo.list_models() if n.startswith("gym_")}
+    assert len(gym_names) == 7 and all(zoo.get_model(n).opt_in for n in gym_names)
+    whole = {c.model for c in plan_report(profile="smoke")}
+    assert not whole & gym_names and "beta_bernoulli" in whole
+    named = plan_report(["gym_banana"], profile="smoke")
+    assert {c.model for c in named} == {"gym_banana"} and {c.engine for c in named} >= {"nuts"}
+    assert not zoo.get_model("beta_bernoulli").opt_in
