@@ -23,6 +23,7 @@ def _truth_modules() -> dict[str, ModuleType]:
     """The ground-truth modules of the targets the zoo writes, by the Gym's target name."""
     from inference_gym.targets.ground_truth import (
         brownian_motion_unknown_scales_missing_middle_observations,
+        radon_contextual_effects_minnesota,
         stochastic_volatility_sp500,
         stochastic_volatility_sp500_small,
         synthetic_item_response_theory,
@@ -30,6 +31,8 @@ def _truth_modules() -> dict[str, ModuleType]:
 
     mods = (
         brownian_motion_unknown_scales_missing_middle_observations,
+        radon_contextual_effects_minnesota,
+        radon_contextual_effects_minnesota,
         stochastic_volatility_sp500,
         stochastic_volatility_sp500_small,
         synthetic_item_response_theory,

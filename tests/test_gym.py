@@ -129,6 +129,44 @@ def test_stochastic_volatility_density(name: str) -> None:
     assert log_joint(name, point) == pytest.approx(want, rel=1e-6)
 
 
+def test_radon_density_and_data() -> None:
+    """The Gym's radon (Minnesota): 919 houses, 85 counties in sorted name order, the
+    county's mean floor as covariate; the log joint against the Gym's formula."""
+    from zoo_datasets import load_radon_minnesota
+
+    df = load_radon_minnesota()
+    assert df.shape == (919, 4) and df["county"].nunique() == 85
+    assert set(df["floor"]) == {0, 1} and (df["floor"] == 0).sum() == 766  # mostly basements
+    data = zoo.get_model("gym_radon").load_data()
+    names = sorted(df["county"].unique())
+    county = np.array([names.index(c) for c in df["county"]])
+    np.testing.assert_array_equal(data["county"].numpy(), county)
+    floor = df["floor"].to_numpy(dtype=float)
+    xbar = np.array([floor[county == c].mean() for c in range(85)])[county]
+    np.testing.assert_allclose(data["floor_by_county"].numpy(), xbar)
+    rng = np.random.default_rng(5)
+    m, s, effect = 1.4, 0.3, rng.normal(1.4, 0.3, 85)
+    w, sigma = np.array([0.7, -0.7, 0.4]), 0.76
+    loc = w[0] * df["log_uranium"].to_numpy() + w[1] * floor + w[2] * xbar + effect[county]
+    uniform = stats.uniform(0, 100)
+    want = (
+        stats.norm.logpdf(m, 0, 1)
+        + uniform.logpdf(s)
+        + stats.norm.logpdf(effect, m, s).sum()
+        + stats.norm.logpdf(w).sum()
+        + uniform.logpdf(sigma)
+        + stats.norm.logpdf(df["log_radon"].to_numpy(), loc, sigma).sum()
+    )
+    point = {
+        "county_effect_mean": m,
+        "county_effect_scale": s,
+        "county_effect": effect,
+        "weight": w,
+        "log_radon_scale": sigma,
+    }
+    assert log_joint("gym_radon", point) == pytest.approx(want, rel=1e-6)
+
+
 def test_sp500_returns_are_the_gyms() -> None:
     """The Gym's sp500_returns: closing prices differenced, the last n centred on their mean."""
     from inference_gym.internal.datasets.sp500_closing_prices import CLOSING_PRICES
@@ -138,6 +176,13 @@ def test_sp500_returns_are_the_gyms() -> None:
 
 
 PUBLISHED = {
+    "gym_radon": {
+        "county_effect_mean": (),
+        "county_effect_scale": (),
+        "county_effect": (85,),
+        "weight": (3,),
+        "log_radon_scale": (),
+    },
     "gym_brownian_motion": {
         "innovation_noise_scale": (),
         "observation_noise_scale": (),
@@ -219,6 +264,7 @@ def check_against_truth(name: str, run: zoo.Run, sd_too: bool = True) -> None:
         assert abs(s["sd"] - t_sd) < tol, (row, s["sd"], t_sd, tol)
 
 
+@pytest.mark.slow  # 45-90 s each on 2 loaded cores, NUTS's compilation included
 @pytest.mark.parametrize("name", ["gym_banana", "gym_neals_funnel"])
 def test_nuts_means_on_analytic_truth(name: str) -> None:
     """Means only: at smoke size NUTS under-reaches the banana's arms and the funnel's neck,
@@ -242,7 +288,7 @@ def test_opt_in_targets_run_only_when_named() -> None:
     from zoo.sweep import plan_report
 
     gym_names = {n for n in zoo.list_models() if n.startswith("gym_")}
-    assert len(gym_names) == 7 and all(zoo.get_model(n).opt_in for n in gym_names)
+    assert len(gym_names) == 8 and all(zoo.get_model(n).opt_in for n in gym_names)
     whole = {c.model for c in plan_report(profile="smoke")}
     assert not whole & gym_names and "beta_bernoulli" in whole
     named = plan_report(["gym_banana"], profile="smoke")
