@@ -356,10 +356,9 @@ SV_SITES = (
 
 
 def stochastic_volatility(returns: torch.Tensor) -> None:
-    """Stochastic volatility of S&P 500 daily returns (Kim, Shephard & Chib 1998), as the Gym
-    writes it (``inference_gym.targets.StochasticVolatilitySP500``).
+    """Stochastic volatility of S&P 500 daily returns (Kim, Shephard & Chib 1998).
 
-    Generative story::
+    Generative story (``inference_gym.targets.StochasticVolatilitySP500``)::
 
         persistence_of_volatility  ~ 2 Beta(20, 1.5) - 1
         mean_log_volatility        ~ Cauchy(0, 5)
