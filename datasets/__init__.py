@@ -37,6 +37,13 @@ def load_faithful() -> pd.DataFrame:
     return _read("faithful.csv").copy()
 
 
+def load_radon_minnesota() -> pd.DataFrame:
+    """Radon in 919 Minnesota homes (Gelman & Hill 2007): columns ``log_radon`` (log pCi/L, a
+    zero reading as 0.1), ``floor`` (0 basement, 1 first floor), ``log_uranium`` (the county's
+    log soil uranium, ppm) and ``county`` (name)."""
+    return _read("radon_minnesota.csv").copy()
+
+
 def standardise(x: np.ndarray) -> np.ndarray:
     """Columns centred and scaled to unit sd (so one prior scale fits every coefficient)."""
     x = np.asarray(x, dtype=float)
@@ -106,5 +113,6 @@ __all__ = [
     "load_faithful",
     "load_iris",
     "load_nile",
+    "load_radon_minnesota",
     "standardise",
 ]

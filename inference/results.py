@@ -202,7 +202,8 @@ class GroundTruth:
     ``mean`` / ``sd`` map a latent site to an array of its shape (a scalar site: a 0-d array) of
     exact posterior means / standard deviations; ``density`` maps a site to its exact marginal
     densities (:data:`Density`); ``log_evidence`` is log p(data) when known; ``source`` says where
-    the numbers come from.
+    the numbers come from. ``mean_se`` maps a site to the standard errors of its ``mean`` where the
+    truth is itself a Monte-Carlo estimate (a published reference run); absent: exact.
     """
 
     mean: Mapping[str, Any]
@@ -210,10 +211,15 @@ class GroundTruth:
     log_evidence: float | None = None
     density: Mapping[str, Density] = field(default_factory=dict)
     source: str = "closed form"
+    mean_se: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.mean = {k: np.asarray(v, dtype=float) for k, v in self.mean.items()}
         self.sd = {k: np.asarray(v, dtype=float) for k, v in self.sd.items()}
+        self.mean_se = {k: np.asarray(v, dtype=float) for k, v in self.mean_se.items()}
+        stray = sorted(set(self.mean_se) - set(self.mean))
+        if stray:
+            raise ValueError(f"ground truth has standard errors but no mean for {stray}")
         missing = sorted(set(self.mean) ^ set(self.sd))
         if missing:
             raise ValueError(f"ground truth needs both a mean and an sd for {missing}")

@@ -24,6 +24,7 @@ NO_DYNAMIC = ("zoo_datasets", "zoo_inference", "zoo_reports")
 LAZY_OK = {
     "zoo/cli.py",  # the CLI imports torch lazily so that `zoo --help` is instant
     "datasets/__init__.py",  # scikit-learn (a second) and pandas only when a loader runs
+    "datasets/gym.py",  # inference_gym's data modules (0.7 MB of source) only when one is read
     "inference/arviz_io.py",  # ArviZ on first use: listing or registering models needs none
     # torch's and Pyro's private parts only where their versions are verified (backend/versions)
     "inference/backend/compile.py",  # and TorchInductor (half a second) only when compiling

@@ -88,6 +88,7 @@ class ModelEntry:
     figures: Mapping[str, Any] = field(default_factory=dict)
     not_applicable: Mapping[str, str] = field(default_factory=dict)
     seed_ref: str = ""
+    opt_in: bool = False  # a whole-zoo report leaves it out; it runs when named
     doc: str = ""
     math: tuple[str, ...] = ()  # the generative story as LaTeX lines (reports render them)
     _structure: ModelStructure | None = field(default=None, repr=False)
@@ -385,6 +386,7 @@ def register(
     figures: Mapping[str, Any] | None = None,
     not_applicable: str | Mapping[str, str] | None = None,
     seed_ref: str = "",
+    opt_in: bool = False,
     doc: str | None = None,
     math: str | Sequence[str] | None = None,
     replace: bool = False,
@@ -423,6 +425,9 @@ def register(
     sentence (``"*"``: the others); ``zoo info`` and the error of such an engine show it.
     ``math``: the generative story as LaTeX lines (matplotlib mathtext, no ``$``), shown
     rendered on the model's report page; without it the page shows the docstring.
+    ``opt_in=True`` keeps a model out of a whole-zoo report (``zoo.report()``, ``zoo report``
+    without names), whose default run must stay minutes long: a heavy benchmark target runs
+    when a report or ``compare`` names it.
     ``replace=True`` replaces a model of the same name (re-running a notebook cell); otherwise a
     duplicate name is an error.
     """
@@ -476,6 +481,7 @@ def register(
             figures=dict(figures or {}),
             not_applicable=reasons,
             seed_ref=seed_ref,
+            opt_in=bool(opt_in),
             math=math_lines,
             doc=doc if doc is not None else (inspect.getdoc(fn) or ""),
         )

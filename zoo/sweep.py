@@ -75,7 +75,7 @@ def plan_report(
         names = [names]
     entries = [get_model(n) for n in dict.fromkeys(names)]
     if every:  # a broken model (a user's, a plugin's) does not stop a whole-zoo report
-        entries = [e for e in entries if _runs_on_its_data(e)]
+        entries = [e for e in entries if not e.opt_in and _runs_on_its_data(e)]
     if not entries:
         raise ZooError("no models to report")
     known = set(GENERIC_ENGINES).union(*(e.engines for e in entries))

@@ -7,6 +7,7 @@ from . import (  # noqa: F401
     discrete_vae,
     factor,
     gaussian_process,
+    gym,
     hierarchical,
     mixtures,
     nonparametric,

@@ -1,0 +1,103 @@
+"""The Inference Gym's bundled data and published ground truth, read offline from the
+``inference_gym`` wheel (Apache-2.0; TensorFlow Probability's spinoff, Google).
+
+The wheel ships its small data sets and every target's ground truth as plain NumPy modules
+(``inference_gym.internal.datasets``, ``inference_gym.targets.ground_truth``); importing them
+needs neither TensorFlow nor JAX. Each loader below repeats the Gym's own preprocessing
+(``inference_gym.internal.data``) so that the Gym's ground truth applies unchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from types import ModuleType
+
+import numpy as np
+
+IRT_SHUFFLE_SEED = 1337  # inference_gym.internal.data.synthetic_item_response_theory's default
+
+
+@cache
+def _truth_modules() -> dict[str, ModuleType]:
+    """The ground-truth modules of the targets the zoo writes, by the Gym's target name."""
+    from inference_gym.targets.ground_truth import (
+        brownian_motion_unknown_scales_missing_middle_observations,
+        radon_contextual_effects_minnesota,
+        stochastic_volatility_sp500,
+        stochastic_volatility_sp500_small,
+        synthetic_item_response_theory,
+    )
+
+    mods = (
+        brownian_motion_unknown_scales_missing_middle_observations,
+        radon_contextual_effects_minnesota,
+        radon_contextual_effects_minnesota,
+        stochastic_volatility_sp500,
+        stochastic_volatility_sp500_small,
+        synthetic_item_response_theory,
+    )
+    return {m.__name__.rsplit(".", 1)[-1]: m for m in mods}
+
+
+def brownian_motion_observations() -> np.ndarray:
+    """The 30 observed locations of the Gym's Brownian motion with missing middle
+    observations (steps 10-19 unobserved: NaN)."""
+    from inference_gym.internal.datasets import brownian_motion_missing_middle_observations as m
+
+    return np.asarray(m.OBSERVED_LOC, dtype=float)
+
+
+def sp500_returns(num_points: int | None = None) -> np.ndarray:
+    """S&P 500 daily returns (closing price minus the previous one, 2516 days), the last
+    ``num_points`` of them centred on their own mean: ``inference_gym.internal.data
+    .sp500_returns``."""
+    from inference_gym.internal.datasets import sp500_closing_prices as m
+
+    returns = np.diff(np.asarray(m.CLOSING_PRICES, dtype=float))
+    tail = returns[-(num_points or len(returns)) :]
+    return tail - tail.mean()
+
+
+@cache
+def item_response_theory() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The Gym's synthetic 1PL item-response data (400 students, 100 questions, 30012
+    answers), shuffled as the Gym shuffles it: ``(student_ids, question_ids, correct)``."""
+    from inference_gym.internal.datasets import synthetic_item_response_theory as m
+
+    order = np.arange(m.STUDENT_IDS.shape[0])
+    np.random.RandomState(IRT_SHUFFLE_SEED).shuffle(order)
+    return (
+        np.asarray(m.STUDENT_IDS, dtype=np.int64)[order],
+        np.asarray(m.QUESTION_IDS, dtype=np.int64)[order],
+        np.asarray(m.CORRECT, dtype=np.int64)[order],
+    )
+
+
+@dataclass(frozen=True)
+class GymTruth:
+    """One parameter's published posterior summary: mean, sd and the mean's standard error
+    (the Monte-Carlo error of the Gym's own long reference runs)."""
+
+    mean: np.ndarray
+    sd: np.ndarray
+    mean_se: np.ndarray
+
+
+def ground_truth(target: str, parameter: str = "") -> GymTruth:
+    """The ground truth the Gym publishes for ``target`` (a module of
+    ``inference_gym.targets.ground_truth``), of its ``identity`` transformation's
+    ``parameter`` (``""``: a target with one unnamed parameter vector)."""
+    modules = _truth_modules()
+    if target not in modules:
+        raise KeyError(f"no ground truth read for Gym target {target!r}; known: {sorted(modules)}")
+    m = modules[target]
+    stem = "IDENTITY_" + (f"{parameter.upper()}_" if parameter else "")
+    try:
+        return GymTruth(
+            np.asarray(getattr(m, stem + "MEAN"), dtype=float),
+            np.asarray(getattr(m, stem + "STANDARD_DEVIATION"), dtype=float),
+            np.asarray(getattr(m, stem + "MEAN_STANDARD_ERROR"), dtype=float),
+        )
+    except AttributeError as e:
+        raise KeyError(f"the Gym publishes no ground truth {stem}* for {target}") from e

