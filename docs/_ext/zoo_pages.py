@@ -327,7 +327,15 @@ def model_page(name: str, out: Path, report: Report | None) -> str:
     lines += ["## Engines that apply", "", engines_section(entry)]
 
     lines += ["## Results of a quick report", ""]
-    if page is None:
+    if page is None and entry.opt_in:
+        lines += [
+            "This model is opt-in (heavy to run everywhere), so the whole-zoo report that "
+            "`make docs` runs leaves it out; `zoo report "
+            f"{name} --profile quick` runs it, and `make docs REPORT=<that folder>` shows it "
+            "here.",
+            "",
+        ]
+    elif page is None:
         lines += [
             "This build was given no report of this model (`make docs` runs one; see "
             "{doc}`../guide/install`).",

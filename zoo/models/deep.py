@@ -399,6 +399,13 @@ def reconstructions(
     data=labelled_digits,
     **AMORTISED_SVI,
     seed_ref="002 §20.1.2 (L3806–3832)",
+    math=[
+        r"z_i \sim \mathcal{N}(0,\, I_d), \quad y_i:\ \mathrm{the\ digit,\ one\ hot}",
+        r"x_i \mid z_i, y_i \sim \mathcal{N}(\mu_\theta([z_i; y_i]),\,"
+        r" \mathrm{diag}\, \sigma_\theta^2([z_i; y_i]))",
+        r"q_\phi(z_i \mid x_i, y_i) = \mathcal{N}(m_\phi([x_i; y_i]),\,"
+        r" \mathrm{diag}\, s_\phi^2([x_i; y_i]))",
+    ],
 )
 def cvae(
     x: torch.Tensor,
@@ -488,6 +495,12 @@ def score_cvae(
     data=labelled_digits,
     **AMORTISED_SVI,
     seed_ref="002 §20.1.3 (L3833–3865)",
+    math=[
+        r"c_i \sim \mathrm{Categorical}(1/C, \ldots, 1/C), \quad C = 10",
+        r"z_i \mid c_i \sim \mathcal{N}(\mu_{c_i},\, \sigma_{c_i}^2 I_d)",
+        r"x_i \mid z_i \sim \mathcal{N}(\mu_\theta(z_i),\, \mathrm{diag}\, \sigma_\theta^2(z_i))",
+        r"q_\phi(z_i \mid x_i) = \mathcal{N}(m_\phi(x_i),\, \mathrm{diag}\, s_\phi^2(x_i))",
+    ],
 )
 def vade(
     x: torch.Tensor,

@@ -119,6 +119,12 @@ def decoder_logits(onehot: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         }
     },
     seed_ref="000 §3.4 (L958–1094)",
+    math=[
+        r"z_n \sim \mathrm{Categorical}(1/K, \ldots, 1/K), \quad K = 10",
+        r"x_{nd} \mid z_n \sim \mathrm{Bernoulli}(\sigma(\theta_{z_n d})),"
+        r" \quad \theta = \mathrm{onehot}(z)\, W + b",
+        r"q_\phi(z_n \mid x_n) = \mathrm{Categorical}(\mathrm{softmax}(f_\phi(x_n)))",
+    ],
 )
 def discrete_vae(
     x: torch.Tensor,

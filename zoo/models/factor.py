@@ -225,6 +225,7 @@ probabilistic_pca_digits = zoo.register(
     engines=(),
     params=("mu", "sigma"),
     seed_ref="000 §3.3.1 (L766–790)",
+    math=probabilistic_pca.math,
     doc="""The probabilistic_pca model on scikit-learn's digits: 1797 images of 8 x 8 grey levels
     (0..16) as points of R^64, d = 2 factors (the same model, guide and engines; only the data
     differ). The closed-form ML (engine ``ml``), EM and scikit-learn's PCA reach one maximum of

@@ -46,7 +46,14 @@ ICG_DIMS, ICG_SHAPE, ICG_SEED = 100, 0.5, 10  # inference_gym.targets.IllConditi
 
 
 @zoo.register(
-    data={}, params=("x0", "x1"), opt_in=True, seed_ref="beyond the seeds: Inference Gym, Banana"
+    data={},
+    params=("x0", "x1"),
+    opt_in=True,
+    seed_ref="beyond the seeds: Inference Gym, Banana",
+    math=[
+        r"x_0 \sim \mathcal{N}(0,\, 10^2)",
+        r"x_1 \mid x_0 \sim \mathcal{N}(0.03\,(x_0^2 - 100),\, 1)",
+    ],
 )
 def gym_banana() -> None:
     """The Gym's banana (Haario, Saksman & Tamminen 1999): a Gaussian bent into a crescent.
@@ -75,7 +82,14 @@ def _() -> zoo.GroundTruth:
 
 
 @zoo.register(
-    data={}, params=("z", "x"), opt_in=True, seed_ref="beyond the seeds: Inference Gym, NealsFunnel"
+    data={},
+    params=("z", "x"),
+    opt_in=True,
+    seed_ref="beyond the seeds: Inference Gym, NealsFunnel",
+    math=[
+        r"z \sim \mathcal{N}(0,\, 3^2)",
+        r"x_i \mid z \sim \mathcal{N}(0,\, e^{z}), \quad i = 1, \ldots, 9",
+    ],
 )
 def gym_neals_funnel() -> None:
     """Neal's funnel (Neal 2003, "Slice sampling"), the Gym's 10-dimensional version.
@@ -127,6 +141,10 @@ def _icg_data(seed: int = 0) -> dict[str, Any]:
     params=("x",),
     opt_in=True,
     seed_ref="beyond the seeds: Inference Gym, IllConditionedGaussian",
+    math=[
+        r"x \sim \mathcal{N}(0,\, \Sigma), \quad x \in \mathbb{R}^{100}",
+        r"\Sigma = Q\, \mathrm{diag}(1/g)\, Q^\top, \quad g_i \sim \mathrm{Gamma}(0.5,\, 1)",
+    ],
 )
 def gym_ill_conditioned_gaussian(scale_tril: torch.Tensor) -> None:
     """The Gym's 100-dimensional ill-conditioned Gaussian.
@@ -189,6 +207,13 @@ def _brownian_data(seed: int = 0) -> dict[str, Any]:
     opt_in=True,
     seed_ref="beyond the seeds: Inference Gym, "
     "BrownianMotionUnknownScalesMissingMiddleObservations",
+    math=[
+        r"\sigma_i,\ \sigma_o \sim \mathrm{LogNormal}(0,\, 2^2)"
+        r"\quad (\mathrm{innovation,\ observation\ noise})",
+        r"\ell_0 \sim \mathcal{N}(0,\, \sigma_i^2)",
+        r"\ell_t \mid \ell_{t-1} \sim \mathcal{N}(\ell_{t-1},\, \sigma_i^2), \quad t = 1..29",
+        r"y_t \mid \ell_t \sim \mathcal{N}(\ell_t,\, \sigma_o^2), \quad t \notin 10..19",
+    ],
 )
 def gym_brownian_motion(observed_locs: torch.Tensor) -> None:
     """A Brownian motion observed with noise, its middle third missing, both scales unknown.
@@ -245,6 +270,11 @@ def _irt_data(seed: int = 0) -> dict[str, Any]:
     params=("mean_student_ability", "centered_student_ability", "question_difficulty"),
     opt_in=True,
     seed_ref="beyond the seeds: Inference Gym, SyntheticItemResponseTheory",
+    math=[
+        r"\mu \sim \mathcal{N}(0.75,\, 1)",
+        r"a_i \sim \mathcal{N}(0,\, 1), \quad d_j \sim \mathcal{N}(0,\, 1)",
+        r"c_n \sim \mathrm{Bernoulli}(\sigma(\mu + a_{i_n} - d_{j_n})), \quad n = 1..30012",
+    ],
 )
 def gym_item_response_theory(
     student: torch.Tensor,
@@ -413,6 +443,13 @@ gym_stochastic_volatility = zoo.register(
     params=SV_SITES,
     opt_in=True,
     seed_ref="beyond the seeds: Inference Gym, StochasticVolatilitySP500",
+    math=[
+        r"\phi \sim 2\,\mathrm{Beta}(20,\, 1.5) - 1, \quad \mu \sim \mathrm{Cauchy}(0,\, 5)",
+        r"\sigma \sim \mathrm{HalfCauchy}(2)",
+        r"h_0 \sim \mathcal{N}(\mu,\, \sigma^2 / (1 - \phi^2))",
+        r"h_t \mid h_{t-1} \sim \mathcal{N}(\mu + \phi\,(h_{t-1} - \mu),\, \sigma^2)",
+        r"r_t \mid h_t \sim \mathcal{N}(0,\, e^{h_t})",
+    ],
 )
 gym_stochastic_volatility_small = zoo.register(
     "gym_stochastic_volatility_small",
@@ -422,6 +459,13 @@ gym_stochastic_volatility_small = zoo.register(
     params=SV_SITES,
     opt_in=True,
     seed_ref="beyond the seeds: Inference Gym, StochasticVolatilitySP500Small",
+    math=[
+        r"\phi \sim 2\,\mathrm{Beta}(20,\, 1.5) - 1, \quad \mu \sim \mathrm{Cauchy}(0,\, 5)",
+        r"\sigma \sim \mathrm{HalfCauchy}(2)",
+        r"h_0 \sim \mathcal{N}(\mu,\, \sigma^2 / (1 - \phi^2))",
+        r"h_t \mid h_{t-1} \sim \mathcal{N}(\mu + \phi\,(h_{t-1} - \mu),\, \sigma^2)",
+        r"r_t \mid h_t \sim \mathcal{N}(0,\, e^{h_t})",
+    ],
 )
 
 
@@ -457,6 +501,12 @@ def _radon_data(seed: int = 0) -> dict[str, Any]:
     params=RADON_SITES,
     opt_in=True,
     seed_ref="beyond the seeds: Inference Gym, RadonContextualEffectsMinnesota; Gelman & Hill 2007",
+    math=[
+        r"\mu_c \sim \mathcal{N}(0,\, 1), \quad \tau \sim \mathrm{Uniform}(0,\, 100)",
+        r"\alpha_c \sim \mathcal{N}(\mu_c,\, \tau^2), \quad c = 1..85",
+        r"w_k \sim \mathcal{N}(0,\, 1), \quad \sigma \sim \mathrm{Uniform}(0,\, 100)",
+        r"y_n \sim \mathcal{N}(w_1 u_n + w_2 f_n + w_3 \bar{f}_{c_n} + \alpha_{c_n},\, \sigma^2)",
+    ],
 )
 def gym_radon(
     log_uranium: torch.Tensor,
