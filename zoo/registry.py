@@ -11,6 +11,7 @@ import contextlib
 import difflib
 import importlib
 import inspect
+import textwrap
 import threading
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -125,7 +126,8 @@ class ModelEntry:
         return self.model(*args, **kwargs)
 
     def __repr__(self) -> str:
-        return f"ModelEntry({self.name!r}, engines={list(self.engines)})"
+        names = textwrap.shorten(" ".join(self.engines), width=60, placeholder=" ...")
+        return f"ModelEntry({self.name!r}, {len(self.engines)} engines: {names})"
 
     def _repr_html_(self) -> str:
         """Notebook display: description, seed reference, data shapes and engines."""
