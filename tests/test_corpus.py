@@ -59,6 +59,10 @@ HEAVY = {
     ("lkj_cholesky_mvn", "importance"),
     ("mixture_fixed_components_weight", "importance"),
     ("hmm_markov_continuous_shift", "enum"),
+    # 21-24 s each: the exact samplers' optimisation and grid on loop-form densities
+    ("mixture_fixed_components_weight", "inverse_cdf"),
+    ("gp_marginal_lognormal_hypers", "rejection"),
+    ("factor_normal_loglik", "inverse_cdf"),
 }
 SMOKE_CELLS = [
     pytest.param(
