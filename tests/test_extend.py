@@ -19,6 +19,21 @@ W = torch.tensor([-0.4, 2.3, 0.1, 1.8, 2.9, -1.0, 0.6])
 PRIOR_Z = 0.3
 
 
+# the generic engines that apply to a model of one continuous site, in the registry's order
+ONE_CONTINUOUS_SITE = (
+    "svi",
+    "nuts",
+    "chees",
+    "hmc",
+    "mh",
+    "importance",
+    "laplace",
+    "pathfinder",
+    "rejection",
+    "inverse_cdf",
+)
+
+
 def closed_form(x, w):
     """mu | x is Normal (conjugate, prior N(0,1), unit noise); each z_j | w_j is Bernoulli with
     odds 0.3 N(w_j | 2, 1) / (0.7 N(w_j | 0, 1)); the two halves are independent."""
@@ -136,18 +151,7 @@ def test_function_form_and_duplicates(registry):
 
     entry = zoo.register("foreign_tiny", model=tiny, data={"y": torch.zeros(3)})
     assert zoo.get_model("foreign_tiny") is entry
-    assert entry.engines == (
-        "svi",
-        "nuts",
-        "chees",
-        "hmc",
-        "mh",
-        "importance",
-        "laplace",
-        "pathfinder",
-        "rejection",
-        "inverse_cdf",
-    )
+    assert entry.engines == ONE_CONTINUOUS_SITE
     with pytest.raises(ValueError, match="already registered.*replace=True"):
         zoo.register("foreign_tiny", model=tiny, data={"y": torch.zeros(3)})
     again = zoo.register("foreign_tiny", model=tiny, data={"y": torch.zeros(4)}, replace=True)
@@ -178,19 +182,7 @@ def test_posterior_gives_truth_and_exact_engine(registry):
         log_z = -0.5 * (yy @ np.linalg.solve(cov, yy) + np.linalg.slogdet(2 * np.pi * cov)[1])
         return {"mu": dist.Normal(float(y.sum()) / sigma**2 / prec, prec**-0.5)}, log_z
 
-    assert normal_mean.engines == (
-        "svi",
-        "nuts",
-        "chees",
-        "hmc",
-        "mh",
-        "importance",
-        "laplace",
-        "pathfinder",
-        "rejection",
-        "inverse_cdf",
-        "exact",
-    )
+    assert normal_mean.engines == (*ONE_CONTINUOUS_SITE, "exact")
     truth = normal_mean.ground_truth()
     assert float(truth.mean["mu"]) == pytest.approx(8 / 5) and float(
         truth.sd["mu"]
@@ -391,18 +383,7 @@ def test_entry_point_discovery(tmp_path, monkeypatch, registry):
     monkeypatch.delitem(sys.modules, "zoo_plugin_demo", raising=False)
     zoo.registry.rediscover()
     assert "plugin_demo" in zoo.list_models()
-    assert zoo.get_model("plugin_demo").engines == (
-        "svi",
-        "nuts",
-        "chees",
-        "hmc",
-        "mh",
-        "importance",
-        "laplace",
-        "pathfinder",
-        "rejection",
-        "inverse_cdf",
-    )
+    assert zoo.get_model("plugin_demo").engines == ONE_CONTINUOUS_SITE
 
 
 def test_a_broken_plugin_warns_and_the_zoo_still_loads(tmp_path, monkeypatch, registry):

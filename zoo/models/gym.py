@@ -435,6 +435,15 @@ def _sv_data(num_points: int | None) -> Any:
     return data
 
 
+SV_MATH = [
+    r"\phi \sim 2\,\mathrm{Beta}(20,\, 1.5) - 1, \quad \mu \sim \mathrm{Cauchy}(0,\, 5)",
+    r"\sigma \sim \mathrm{HalfCauchy}(2)",
+    r"h_0 \sim \mathcal{N}(\mu,\, \sigma^2 / (1 - \phi^2))",
+    r"h_t \mid h_{t-1} \sim \mathcal{N}(\mu + \phi\,(h_{t-1} - \mu),\, \sigma^2)",
+    r"r_t \mid h_t \sim \mathcal{N}(0,\, e^{h_t})",
+]
+
+
 gym_stochastic_volatility = zoo.register(
     "gym_stochastic_volatility",
     model=stochastic_volatility,
@@ -443,13 +452,7 @@ gym_stochastic_volatility = zoo.register(
     params=SV_SITES,
     opt_in=True,
     seed_ref="beyond the seeds: Inference Gym, StochasticVolatilitySP500",
-    math=[
-        r"\phi \sim 2\,\mathrm{Beta}(20,\, 1.5) - 1, \quad \mu \sim \mathrm{Cauchy}(0,\, 5)",
-        r"\sigma \sim \mathrm{HalfCauchy}(2)",
-        r"h_0 \sim \mathcal{N}(\mu,\, \sigma^2 / (1 - \phi^2))",
-        r"h_t \mid h_{t-1} \sim \mathcal{N}(\mu + \phi\,(h_{t-1} - \mu),\, \sigma^2)",
-        r"r_t \mid h_t \sim \mathcal{N}(0,\, e^{h_t})",
-    ],
+    math=SV_MATH,
 )
 gym_stochastic_volatility_small = zoo.register(
     "gym_stochastic_volatility_small",
@@ -459,13 +462,7 @@ gym_stochastic_volatility_small = zoo.register(
     params=SV_SITES,
     opt_in=True,
     seed_ref="beyond the seeds: Inference Gym, StochasticVolatilitySP500Small",
-    math=[
-        r"\phi \sim 2\,\mathrm{Beta}(20,\, 1.5) - 1, \quad \mu \sim \mathrm{Cauchy}(0,\, 5)",
-        r"\sigma \sim \mathrm{HalfCauchy}(2)",
-        r"h_0 \sim \mathcal{N}(\mu,\, \sigma^2 / (1 - \phi^2))",
-        r"h_t \mid h_{t-1} \sim \mathcal{N}(\mu + \phi\,(h_{t-1} - \mu),\, \sigma^2)",
-        r"r_t \mid h_t \sim \mathcal{N}(0,\, e^{h_t})",
-    ],
+    math=SV_MATH,
 )
 
 
