@@ -50,8 +50,8 @@ CELLS = [(case, engine) for case in CORPUS for engine in GENERIC_ENGINES]
 # corpus case, initialisation, post-processing): the default run takes them on the conformance
 # suite's models and leaves their corpus cells to the slow run
 BATCHED = {"hmc", "chees"}
-# pathfinder too runs on the batched density: its 30 corpus cells took 59 s at smoke size
-# (2026-11-28, one of them 14 s on a loop-form density); the slow run keeps them
+# pathfinder too runs on the batched density, its 30 corpus cells costly on loop-form
+# densities: the slow run keeps them
 BATCHED |= {"pathfinder"}
 # 10-13 s each in the default run of 2026-11-25 (the suite was at 13 minutes): the slow run
 # keeps them; the same cases run every other engine in the default one
@@ -59,7 +59,7 @@ HEAVY = {
     ("lkj_cholesky_mvn", "importance"),
     ("mixture_fixed_components_weight", "importance"),
     ("hmm_markov_continuous_shift", "enum"),
-    # 21-24 s each: the exact samplers' optimisation and grid on loop-form densities
+    # the exact samplers' optimisation and grid are slow on loop-form densities
     ("mixture_fixed_components_weight", "inverse_cdf"),
     ("gp_marginal_lognormal_hypers", "rejection"),
     ("factor_normal_loglik", "inverse_cdf"),

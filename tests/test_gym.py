@@ -264,7 +264,7 @@ def check_against_truth(name: str, run: zoo.Run, sd_too: bool = True) -> None:
         assert abs(s["sd"] - t_sd) < tol, (row, s["sd"], t_sd, tol)
 
 
-@pytest.mark.slow  # 45-90 s each on 2 loaded cores, NUTS's compilation included
+@pytest.mark.slow  # NUTS's compilation and warmup on a hard target
 @pytest.mark.parametrize("name", ["gym_banana", "gym_neals_funnel"])
 def test_nuts_means_on_analytic_truth(name: str) -> None:
     """Means only: at smoke size NUTS under-reaches the banana's arms and the funnel's neck,

@@ -139,7 +139,7 @@ def test_nuts_from_pathfinder_matches_the_posterior():
     "engine, options",
     [
         ("mh", {"num_samples": 200, "warmup": 200, "num_chains": 2}),
-        # 6 s quiet, 26 s on a loaded core: the slow run (nuts's test shares their driver)
+        # costly: the slow run (nuts's test shares their driver)
         pytest.param(
             "hmc", {"num_samples": 50, "warmup": 50, "num_chains": 2}, marks=pytest.mark.slow
         ),
