@@ -1,8 +1,21 @@
-"""The zoo's NUTS-family engines against peer tools (NumPyro, PyMC, nutpie, plain Pyro) on the
-same models and data: effective draws per second and gradient evaluations per effective draw.
+"""The zoo's NUTS-family engines against peer tools (NumPyro, PyMC, nutpie, BlackJAX, plain
+Pyro) on the same models and data: effective draws per second and per gradient evaluation, and
+the time to a given number of effective draws.
 
     python benchmarks/compare_peers.py [--quick] [--models a,b] [--engines nuts,chees]
-        [--peers numpyro,pymc,nutpie,pyro] [--draws N] [--warmup N] [--seed S] [--out FILE]
+        [--peers numpyro,pymc,nutpie,numpyro-vec,blackjax-nuts,blackjax-chees,nutpie-lowrank,pyro]
+        [--draws N] [--warmup N] [--seed S] [--warm] [--out FILE]
+    python benchmarks/compare_peers.py --time-to-ess 400 [--models ...] [--peers ...]
+
+Matched runs (:data:`MATCHED`, the runners in ``peer_samplers.py``) put a peer on the zoo
+engine's own terms: its chain count (32), warmup and draws, and its dense metric where the
+model registers one: NumPyro's NUTS with ``chain_method="vectorized"`` and BlackJAX's NUTS
+against ``nuts``, BlackJAX's ChEES (diagonal metric) against ``chees``; each gives a ``RATIO
+matched <model>-<engine>-<peer>`` line. ``nutpie-lowrank`` is nutpie at the peers' default
+sizes with its low-rank mass matrix. ``--warm`` runs every cell twice in its process and
+reports the second run's wall time too. ``--time-to-ess N`` writes, instead of the tables, each
+tool's smallest budget (``LADDERS``) whose cold run reaches min bulk ESS >= N with every R-hat
+<= 1.01, and ``RATIO time-to-N <model>-<engine>`` lines (fastest peer's wall ÷ the zoo's).
 
 Peers need the extra ``peers`` (``pip install -e ".[peers]"``); a missing one is skipped with a
 message, as is a zoo engine the zoo does not have. Every (model, tool) cell runs in a fresh
@@ -46,6 +59,12 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ("eight_schools_noncentered", "logistic_regression", "gaussian_mixture", "naive_bayes")
 PEERS = ("numpyro", "pymc", "nutpie", "pyro")
+# peers run at the zoo engine's chain count and sizes (and its dense metric where it has one):
+# the matched runs, each against the zoo engine named here
+MATCHED = {"numpyro-vec": "nuts", "blackjax-nuts": "nuts", "blackjax-chees": "chees"}
+# peers at the defaults' sizes with another adaptation than their defaults
+VARIANTS = ("nutpie-lowrank",)
+DEFAULT_PEERS = ("numpyro", "pymc", "nutpie", *MATCHED, *VARIANTS)
 CHAINS = 2
 PEER_DEFAULT_SIZES = (1000, 1000)  # (warmup, draws): the peers' documented defaults
 QUICK_SIZES = (200, 200)
@@ -60,6 +79,10 @@ PEER_MODULES = {
     "pymc": ("pymc",),
     "nutpie": ("nutpie", "pymc"),
     "pyro": ("pyro",),
+    "numpyro-vec": ("numpyro", "jax"),
+    "blackjax-nuts": ("blackjax", "numpyro", "jax"),
+    "blackjax-chees": ("blackjax", "optax", "numpyro", "jax"),
+    "nutpie-lowrank": ("nutpie", "pymc"),
 }
 
 
@@ -214,6 +237,8 @@ class Cell:
     notes: list[str] = field(default_factory=list)
     error: str | None = None
     cpu_s: float = math.nan  # CPU seconds of the cell's process and its children
+    warm_wall_s: float = math.nan  # the same run again in the same process (caches warm)
+    warmup_gradient_evals: float | None = None  # the part of gradient_evals spent in warmup
 
 
 class Clock:
@@ -234,12 +259,12 @@ def run_zoo(
     name: str, engine: str, seed: int, sizes: tuple[int, int] | None, zoo_opts: dict[str, Any]
 ) -> Cell:
     """``zoo.run(name, engine, seed=seed)`` at the engine's defaults (or at ``sizes``), with
-    ``zoo_opts`` (``device``, ``num_chains``) where given."""
+    ``zoo_opts`` (``device``, ``num_chains``, ``ess``) where given."""
     import zoo
 
     entry = zoo.get_model(name)
     spec = entry.engine_spec(engine)
-    opts: dict[str, Any] = {k: v for k, v in zoo_opts.items() if v is not None}
+    opts = {k: zoo_opts[k] for k in ("device", "num_chains", "ess") if zoo_opts.get(k) is not None}
     if sizes is not None:
         for key, value in zip(("warmup", "num_samples"), sizes, strict=True):
             if key in spec.defaults:
@@ -261,10 +286,17 @@ def run_zoo(
     found = [k for k in GRADIENT_KEYS if run.diagnostics.get(k) is not None]
     if found:
         cell.gradient_evals = float(np.sum(run.diagnostics[found[0]]))
+        if "n_steps" in run.idata.sample_stats:  # leapfrog steps of the kept draws
+            kept = float(run.idata.sample_stats["n_steps"].sum())
+            cell.warmup_gradient_evals = cell.gradient_evals - kept
     else:
         cell.notes.append("no gradient count in run.diagnostics")
     if run.options.get("jit"):
         cell.notes.append("jit=True (registered)")
+    if "stopped" in run.diagnostics:
+        per_chain = run.diagnostics["draws_per_chain"]
+        cell.sizes = f"{chains} x ({given.get('warmup', '?')} + {per_chain})"
+        cell.notes.append(f"ess={opts['ess']}: {run.diagnostics['stopped']}")
     return cell
 
 
@@ -300,21 +332,30 @@ def run_numpyro(name: str, seed: int, warmup: int, draws: int) -> Cell:
     # untimed warmup from the same key (the same trajectory)
     again = make()
     again.warmup(jax.random.PRNGKey(seed), extra_fields=("num_steps",), collect_warmup=True)
-    steps += float(np.sum(again.get_extra_fields(group_by_chain=True)["num_steps"]))
-    cell = Cell({s: samples[s] for s in continuous_sites(name)}, wall, steps)
+    warm = float(np.sum(again.get_extra_fields(group_by_chain=True)["num_steps"]))
+    cell = Cell({s: samples[s] for s in continuous_sites(name)}, wall, steps + warm)
+    cell.warmup_gradient_evals = warm
     cell.cpu_s = cpu
     cell.sizes = f"{CHAINS} x ({warmup} + {draws})"
     cell.notes.append(f"{jax.device_count()} host devices")
     return cell
 
 
-def stats_steps(idata: Any) -> float:
-    """Leapfrog steps (``n_steps``) over chains, warmup included, from an InferenceData."""
-    total = 0.0
-    for group in ("warmup_sample_stats", "sample_stats"):
-        if group in idata.groups():
-            total += float(idata[group]["n_steps"].sum())
-    return total
+def stats_steps(idata: Any, group: str) -> float:
+    """Leapfrog steps (``n_steps``) over chains in ``group`` of an InferenceData
+    (``sample_stats`` or ``warmup_sample_stats``), 0 where it has no such group."""
+    return float(idata[group]["n_steps"].sum()) if group in idata.groups() else 0.0
+
+
+def steps_cell(idata: Any, name: str, wall: float, cpu: float, warmup: int, draws: int) -> Cell:
+    """A cell of a PyMC-style run: the posterior, its leapfrog steps (warmup apart), times."""
+    post = idata.posterior
+    warm = stats_steps(idata, "warmup_sample_stats")
+    grads = warm + stats_steps(idata, "sample_stats")
+    cell = Cell({s: post[s].values for s in continuous_sites(name)}, wall, grads)
+    cell.cpu_s, cell.warmup_gradient_evals = cpu, warm
+    cell.sizes = f"{CHAINS} x ({warmup} + {draws})"
+    return cell
 
 
 def run_pymc(name: str, seed: int, warmup: int, draws: int) -> Cell:
@@ -335,12 +376,7 @@ def run_pymc(name: str, seed: int, warmup: int, draws: int) -> Cell:
             discard_tuned_samples=False,  # keeps the warmup's n_steps
         )
     wall = time.perf_counter() - clock.wall
-    cpu = Clock._cpu() - clock.cpu
-    post = idata.posterior
-    cell = Cell({s: post[s].values for s in continuous_sites(name)}, wall, stats_steps(idata))
-    cell.cpu_s = cpu
-    cell.sizes = f"{CHAINS} x ({warmup} + {draws})"
-    return cell
+    return steps_cell(idata, name, wall, Clock._cpu() - clock.cpu, warmup, draws)
 
 
 def run_nutpie(name: str, seed: int, warmup: int, draws: int) -> Cell:
@@ -360,12 +396,7 @@ def run_nutpie(name: str, seed: int, warmup: int, draws: int) -> Cell:
         progress_bar=False,
     )
     wall = time.perf_counter() - clock.wall
-    cpu = Clock._cpu() - clock.cpu
-    post = idata.posterior
-    cell = Cell({s: post[s].values for s in continuous_sites(name)}, wall, stats_steps(idata))
-    cell.cpu_s = cpu
-    cell.sizes = f"{CHAINS} x ({warmup} + {draws})"
-    return cell
+    return steps_cell(idata, name, wall, Clock._cpu() - clock.cpu, warmup, draws)
 
 
 def run_pyro(name: str, seed: int, warmup: int, draws: int) -> Cell:
@@ -419,12 +450,62 @@ def run_pyro(name: str, seed: int, warmup: int, draws: int) -> Cell:
     return cell
 
 
+def matched_sizes(model: str, engine: str, zoo_chains: int | None) -> tuple[int, int, int, bool]:
+    """The zoo engine's (chains, warmup, draws, dense metric) on ``model``: its defaults with
+    the model's registered options; ``zoo_chains`` overrides the chains."""
+    import zoo
+
+    entry = zoo.get_model(model)
+    given = {**entry.engine_spec(engine).defaults, **(entry.engine_options.get(engine) or {})}
+    chains = zoo_chains or given.get("num_chains") or 32
+    dense = bool(given.get("dense_mass")) if engine == "nuts" else False
+    return chains, given["warmup"], given["num_samples"], dense
+
+
+def run_peer_sampler(
+    name: str, tool: str, seed: int, chains: int, warmup: int, draws: int, dense: bool
+) -> Cell:
+    """A run of :mod:`peer_samplers` (``tool`` one of :data:`MATCHED` or :data:`VARIANTS`) at
+    the sizes given."""
+    import peer_samplers
+
+    d = model_data(name)
+    sites = continuous_sites(name)
+    clock = Clock()
+    if tool == "nutpie-lowrank":
+        result = peer_samplers.nutpie_low_rank(
+            pymc_model(name, d), sites, seed, chains, warmup, draws
+        )
+    else:
+        runner = {
+            "numpyro-vec": peer_samplers.numpyro_vectorized,
+            "blackjax-nuts": peer_samplers.blackjax_nuts,
+            "blackjax-chees": peer_samplers.blackjax_chees,
+        }[tool]
+        result = runner(numpyro_model(name, d), sites, seed, chains, warmup, draws, dense)
+    draws_, after, warm, notes = result
+    cell = Cell(draws_, time.perf_counter() - clock.wall, after + warm, notes=notes)
+    cell.cpu_s = Clock._cpu() - clock.cpu
+    cell.warmup_gradient_evals = warm
+    cell.sizes = f"{chains} x ({warmup} + {draws})" + (", dense metric" if dense else "")
+    return cell
+
+
 def run_cell(
     model: str, tool: str, seed: int, sizes: tuple[int, int] | None, zoo_opts: dict[str, Any]
 ) -> Cell:
-    """One (model, tool) cell; ``tool`` is ``zoo:<engine>`` or a peer's name."""
+    """One (model, tool) cell; ``tool`` is ``zoo:<engine>`` or a peer's name. A matched peer
+    runs at ``zoo_opts["num_chains"]`` chains with the zoo engine's sizes, or ``sizes``."""
     if tool.startswith("zoo:"):
         return run_zoo(model, tool[4:], seed, sizes, zoo_opts)
+    if tool in MATCHED:
+        chains, warmup, draws, dense = matched_sizes(model, MATCHED[tool], zoo_opts["num_chains"])
+        warmup, draws = sizes or (warmup, draws)
+        return run_peer_sampler(model, tool, seed, chains, warmup, draws, dense)
+    if tool in VARIANTS:
+        warmup, draws = sizes or PEER_DEFAULT_SIZES
+        chains = zoo_opts["num_chains"] or CHAINS
+        return run_peer_sampler(model, tool, seed, chains, warmup, draws, False)
     warmup, draws = sizes or PEER_DEFAULT_SIZES
     runner = {"numpyro": run_numpyro, "pymc": run_pymc, "nutpie": run_nutpie, "pyro": run_pyro}
     return runner[tool](model, seed, warmup, draws)
@@ -436,6 +517,9 @@ def cell_main(args: argparse.Namespace) -> None:
     warnings.filterwarnings("ignore")
     try:
         cell = run_cell(args.cell[0], args.cell[1], args.seed, sizes, zoo_options(args))
+        if args.warm and cell.error is None:  # again, in this process: the caches are warm
+            again = run_cell(args.cell[0], args.cell[1], args.seed, sizes, zoo_options(args))
+            cell.warm_wall_s = again.wall_s
     except Exception as e:  # noqa: BLE001 - reported by the parent, never fatal to the table
         cell = Cell(error=f"{type(e).__name__}: {e}".splitlines()[0][:300])
     out = Path(args.cell_out)
@@ -459,6 +543,10 @@ def spawn_cell(
         cmd += ["--seed", str(seed), "--device", zoo_opts["device"]]
         if zoo_opts.get("num_chains"):
             cmd += ["--zoo-chains", str(zoo_opts["num_chains"])]
+        if zoo_opts.get("ess"):
+            cmd += ["--ess", str(zoo_opts["ess"])]
+        if zoo_opts.get("warm"):
+            cmd += ["--warm"]
         if sizes is not None:
             cmd += ["--warmup", str(sizes[0]), "--draws", str(sizes[1])]
         env = {
@@ -511,6 +599,7 @@ class Row:
     ess_per_cpu_s: float = math.nan
     grads_per_ess: float = math.nan
     gap: float = math.nan
+    ess_per_kgrad: float = math.nan  # per 1,000 gradient evaluations after warmup
 
 
 def fmt(v: float | None, digits: int = 1) -> str:
@@ -602,7 +691,13 @@ NOTES = """\
 - **max |Δmean|/sd**: the largest difference of a parameter's posterior mean from the reference
   run's (the first zoo engine that ran), in the reference's posterior sds: a mis-written peer
   model shows as a large value. With few draws the noise alone is of order 1/sqrt(ESS).
-- **RATIO** = zoo ESS/s ÷ best peer ESS/s (higher is better for the zoo).
+- **RATIO** = zoo ESS/s ÷ best peer ESS/s (higher is better for the zoo); **RATIO matched**:
+  the same against one peer run on the zoo engine's terms (chains, warmup, draws, metric).
+- **warm wall s**: the same run again in the same process. The zoo keeps its compiled
+  densities between calls; the JAX peers trace and compile a new closure for each call, as a
+  notebook cell that builds the model and its sampler again would.
+- **warmup grads / draw grads**: gradient evaluations in warmup and after it (the zoo: its
+  total less the kept draws' `n_steps`); **ESS per 1k draw grads** counts the latter only.
 - **Peers' models** are written in each tool (see `numpyro_model`, `pymc_model`) with the zoo
   model's priors, likelihood and default data; plain Pyro runs the zoo's own model function.
   `gaussian_mixture` and `naive_bayes` have discrete sites: NumPyro and PyMC/nutpie marginalise
@@ -643,24 +738,28 @@ def write_results(
         lines += [
             f"## {model}",
             "",
-            "| tool | chains x (warmup + draws) | wall s | CPU s | min ESS | ESS/s | ESS/CPU s "
-            "| grad evals | grads/ESS | max abs Δmean/sd | notes |",
-            "|---|---|---|---|---|---|---|---|---|---|---|",
+            "| tool | chains x (warmup + draws) | wall s | warm wall s | CPU s | min ESS | ESS/s "
+            "| ESS/CPU s | warmup grads | draw grads | grads/ESS | ESS per 1k draw grads "
+            "| max abs Δmean/sd | notes |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for r in (r for r in rows if r.model == model):
             c = r.cell
             notes = c.error or "; ".join(c.notes)
+            warm = c.warmup_gradient_evals
+            drawn = None if warm is None or c.gradient_evals is None else c.gradient_evals - warm
             lines.append(
-                f"| {r.tool} | {c.sizes} | {fmt(c.wall_s)} | {fmt(c.cpu_s)} | {fmt(r.ess, 0)} | "
-                f"{sig(r.ess_per_s)} | {sig(r.ess_per_cpu_s)} | {fmt(c.gradient_evals, 0)} "
-                f"| {fmt(r.grads_per_ess)} "
-                f"| {fmt(r.gap, 2)} | {notes} |"
+                f"| {r.tool} | {c.sizes} | {fmt(c.wall_s)} | {fmt(c.warm_wall_s)} "
+                f"| {fmt(c.cpu_s)} | {fmt(r.ess, 0)} | {sig(r.ess_per_s)} | {sig(r.ess_per_cpu_s)} "
+                f"| {fmt(warm, 0)} | {fmt(drawn, 0)} | {fmt(r.grads_per_ess)} "
+                f"| {sig(r.ess_per_kgrad)} | {fmt(r.gap, 2)} | {notes} |"
             )
         lines.append("")
     lines += [
         "## Ratios",
         "",
-        "| model | zoo engine | zoo ESS/s ÷ best peer ESS/s | best peer | same, per CPU second |",
+        "| model | zoo engine | zoo ESS/s ÷ peer ESS/s | peer (best, or matched) "
+        "| same, per CPU second |",
         "|---|---|---|---|---|",
     ]
     lines += [f"| {m} | {e} | {sig(v)} | {p} | {sig(c)} |" for m, e, v, p, c in ratios]
@@ -676,7 +775,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--models", default=",".join(MODELS))
     p.add_argument("--engines", default="nuts,chees", help="zoo engines (default: nuts,chees)")
-    p.add_argument("--peers", default=",".join(PEERS))
+    p.add_argument("--peers", default=",".join(DEFAULT_PEERS))
     p.add_argument("--quick", action="store_true", help="every tool at 200 warmup + 200 draws")
     p.add_argument("--draws", type=int, default=None, help="draws per chain, every tool")
     p.add_argument("--warmup", type=int, default=None, help="warmup per chain, every tool")
@@ -685,6 +784,18 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--device", default="cpu", help="the zoo's engines run on it (cpu, cuda)")
     p.add_argument("--zoo-chains", type=int, default=None, help="the zoo's chains (default: 32)")
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "compare_peers.md"))
+    p.add_argument(
+        "--warm", action="store_true", help="also time each run again in its process (warm)"
+    )
+    p.add_argument(
+        "--time-to-ess",
+        type=int,
+        default=None,
+        metavar="N",
+        help="instead of the tables: each tool's smallest budget reaching min bulk ESS >= N and"
+        " R-hat <= 1.01, from a cold process (the zoo's engines with ess=N)",
+    )
+    p.add_argument("--ess", type=int, default=None, help=argparse.SUPPRESS)
     p.add_argument("--cell", nargs=2, metavar=("MODEL", "TOOL"), help=argparse.SUPPRESS)
     p.add_argument("--cell-out", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -709,14 +820,23 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def zoo_options(args: argparse.Namespace) -> dict[str, Any]:
-    """Options of every zoo cell from the command line: the device and the number of chains."""
-    return {"device": args.device, "num_chains": args.zoo_chains}
+    """Options of every cell from the command line: the zoo's device, the chains (the zoo's
+    and the matched peers'), an ESS target for the zoo's run, and whether to time a warm rerun."""
+    return {
+        "device": args.device,
+        "num_chains": args.zoo_chains,
+        "ess": getattr(args, "ess", None),
+        "warm": getattr(args, "warm", False),
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
     args = parse(argv)
     if args.cell:
         cell_main(args)
+        return
+    if args.time_to_ess:
+        time_to_ess(args, argv)
         return
     info = machine(args.device)  # the load average before any work
     sizes = (args.warmup, args.draws) if args.draws is not None else None
@@ -726,7 +846,7 @@ def main(argv: list[str] | None = None) -> None:
     peers = []
     for peer in (p for p in args.peers.split(",") if p):
         if peer not in PEER_MODULES:
-            sys.exit(f"unknown peer {peer!r}; peers: {', '.join(PEERS)}")
+            sys.exit(f"unknown peer {peer!r}; peers: {', '.join(PEER_MODULES)}")
         why = missing_peer(peer)
         if why:
             skipped.append(f"peer {peer}: {why}")
@@ -755,6 +875,8 @@ def main(argv: list[str] | None = None) -> None:
                 row.ess_per_cpu_s = row.ess / cell.cpu_s if cell.cpu_s > 0 else math.nan
                 if cell.gradient_evals:
                     row.grads_per_ess = cell.gradient_evals / row.ess
+                    after = cell.gradient_evals - (cell.warmup_gradient_evals or math.nan)
+                    row.ess_per_kgrad = 1000 * row.ess / after if after > 0 else math.nan
             model_rows.append(row)
             if cell.error:
                 print(f"{model} {tool}: FAILED {cell.error}", flush=True)
@@ -766,25 +888,184 @@ def main(argv: list[str] | None = None) -> None:
                 f"{model} {r.tool}: {r.cell.sizes}, wall {r.cell.wall_s:.1f} s, "
                 f"CPU {r.cell.cpu_s:.1f} s, min ESS {r.ess:.0f}, ESS/s {r.ess_per_s:.3g}, "
                 f"ESS/CPU s {r.ess_per_cpu_s:.3g}, grads/ESS "
-                f"{fmt(r.grads_per_ess)}, max |mean diff|/sd vs {ref.tool} {r.gap:.2f}"
+                f"{fmt(r.grads_per_ess)}, ESS per 1k draw grads {fmt(r.ess_per_kgrad)}, warm "
+                f"wall {fmt(r.cell.warm_wall_s)} s, max |mean diff|/sd vs {ref.tool} {r.gap:.2f}"
                 + (f" ({'; '.join(r.cell.notes)})" if r.cell.notes else ""),
                 flush=True,
             )
         rows += model_rows
-        peer_rows = [r for r in ok if not r.tool.startswith("zoo:")]
-        best = max(peer_rows, key=lambda r: r.ess_per_s, default=None)
-        best_cpu = max(peer_rows, key=lambda r: r.ess_per_cpu_s, default=None)
-        for r in (r for r in model_rows if r.tool.startswith("zoo:")):
-            ok_run = best is not None and r.cell.error is None
-            value = r.ess_per_s / best.ess_per_s if ok_run else math.nan
-            cpu = r.ess_per_cpu_s / best_cpu.ess_per_cpu_s if ok_run else math.nan
-            ratios.append((model, r.tool[4:], value, best.tool if best else "none ran", cpu))
+        ratios += model_ratios(model, model_rows)
     info["load average (1, 5, 15 min) at the end"] = load_average()
-    for model, engine, value, _, _ in ratios:
-        print(f"RATIO {model}-{engine} {value:.4g}")
+    for model, engine, value, peer, _ in ratios:
+        if peer.startswith("matched "):
+            print(f"RATIO matched {model}-{engine}-{peer[8:]} {value:.4g}")
+        else:
+            print(f"RATIO {model}-{engine} {value:.4g}")
     command = "python benchmarks/compare_peers.py " + " ".join(argv or sys.argv[1:])
     write_results(Path(args.out), info, rows, ratios, skipped, command.strip())
     print(f"wrote {args.out}")
+
+
+# ----------------------------------------------------------------------------- time to N ESS
+# Each tool's ladder of budgets, smallest first: (chains, warmup, draws per chain). The zoo's
+# engines run with ess=N from (8 chains, warmup, a first block of draws) and extend themselves;
+# a peer draws what it is given, so its ladder doubles. ChEES-style tools adapt across an
+# ensemble and start with more chains.
+PEER_LADDER = ((250, 250), (500, 500), (1000, 1000), (2000, 2000))
+LADDERS: dict[str, tuple[int, tuple[tuple[int, int], ...]]] = {
+    "zoo:nuts": (8, ((200, 100), (500, 200), (1000, 500))),
+    "zoo:chees": (8, ((200, 100), (500, 200), (1000, 500))),
+    "numpyro": (CHAINS, PEER_LADDER),
+    "pymc": (CHAINS, PEER_LADDER),
+    "nutpie": (CHAINS, PEER_LADDER),
+    "nutpie-lowrank": (CHAINS, PEER_LADDER),
+    "pyro": (CHAINS, PEER_LADDER),
+    "numpyro-vec": (4, PEER_LADDER),
+    "blackjax-nuts": (4, PEER_LADDER),
+    "blackjax-chees": (16, ((200, 100), (300, 200), (500, 500), (1000, 1000))),
+}
+R_HAT_MAX = 1.01
+
+
+def max_rhat(draws: dict[str, np.ndarray]) -> float:
+    """Largest rank-normalised split R-hat (arviz.rhat) over every element of every site."""
+    import arviz as az
+
+    rhat = az.rhat(az.convert_to_dataset({k: np.asarray(v, float) for k, v in draws.items()}))
+    return float(max(float(rhat[v].max()) for v in rhat.data_vars))
+
+
+@dataclass
+class Attempt:
+    """One rung of a tool's ladder: its budget and what its run gave."""
+
+    tool: str
+    chains: int
+    warmup: int
+    draws: int
+    cell: Cell
+    target: int
+    ess: float = math.nan
+    rhat: float = math.nan
+
+    @property
+    def reached(self) -> bool:
+        return self.cell.error is None and self.ess >= self.target and self.rhat <= R_HAT_MAX
+
+
+def climb(model: str, tool: str, target: int, args: argparse.Namespace) -> list[Attempt]:
+    """``tool``'s rungs on ``model``, each in a cold process, up to the first that reaches
+    min bulk ESS >= ``target`` with every R-hat <= :data:`R_HAT_MAX`."""
+    chains, rungs = LADDERS[tool]
+    tried = []
+    for warmup, draws in rungs:
+        opts = {**zoo_options(args), "num_chains": chains, "warm": False}
+        if tool.startswith("zoo:"):
+            opts["ess"] = target
+        cell = spawn_cell(model, tool, args.seed, (warmup, draws), args.timeout, opts)
+        a = Attempt(tool, chains, warmup, draws, cell, target)
+        if cell.error is None:
+            a.ess, a.rhat = min_ess(cell.draws), max_rhat(cell.draws)
+        tried.append(a)
+        status = cell.error or f"min ESS {a.ess:.0f}, max R-hat {a.rhat:.3f}"
+        print(
+            f"{model} {tool} {cell.sizes or (chains, warmup, draws)}: "
+            f"wall {cell.wall_s:.1f} s, {status}",
+            flush=True,
+        )
+        if a.reached:
+            break
+    return tried
+
+
+def time_to_ess(args: argparse.Namespace, argv: list[str] | None) -> None:
+    """The table of each tool's time to ``args.time_to_ess`` effective draws, and RATIO lines
+    ``RATIO time-to-N <model>-<engine> <best peer's wall ÷ the zoo's>`` (higher is better)."""
+    target = args.time_to_ess
+    info = machine(args.device)
+    tools = [f"zoo:{e}" for e in args.engines.split(",") if e]
+    tools += [p for p in args.peers.split(",") if p and missing_peer(p) is None]
+    unknown = [t for t in tools if t not in LADDERS]
+    if unknown:
+        sys.exit(f"no budget ladder for {', '.join(unknown)}")
+    lines = [
+        f"# Time to {target} effective draws",
+        "",
+        f"Generated by `python benchmarks/compare_peers.py {' '.join(argv or sys.argv[1:])}`.",
+        f"Each tool's smallest budget on its ladder whose run, from a cold process, gives min "
+        f"bulk ESS >= {target} and every R-hat <= {R_HAT_MAX} (both computed here by arviz, "
+        "the same for every tool); the wall time is that run's, imports excluded. The zoo's "
+        f"engines run with `ess={target}` (they stop themselves); peers draw a fixed budget, "
+        "their ladder doubling. Timings depend on the machine and its load.",
+        "",
+        "## Machine",
+        "",
+        *[f"- {k}: {v}" for k, v in info.items()],
+        "",
+        "| model | tool | budget that reached it | wall s | CPU s | min ESS | max R-hat "
+        "| rungs tried (their wall s) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    ratios = []
+    for model in (m for m in args.models.split(",") if m):
+        best: dict[str, float] = {}
+        for tool in tools:
+            if tool.startswith("zoo:") and missing_engine(model, tool[4:]):
+                continue
+            tried = climb(model, tool, target, args)
+            last = tried[-1]
+            walls = ", ".join(fmt(a.cell.wall_s) for a in tried)
+            if last.reached:
+                best[tool] = last.cell.wall_s
+                lines.append(
+                    f"| {model} | {tool} | {last.cell.sizes} | {fmt(last.cell.wall_s)} "
+                    f"| {fmt(last.cell.cpu_s)} | {fmt(last.ess, 0)} | {last.rhat:.3f} "
+                    f"| {len(tried)} ({walls}) |"
+                )
+            else:
+                why = last.cell.error or "not reached on the ladder"
+                lines.append(f"| {model} | {tool} | {why} | | | | | {len(tried)} ({walls}) |")
+        peers = {t: w for t, w in best.items() if not t.startswith("zoo:")}
+        fastest = min(peers, key=peers.get, default=None)
+        for tool in (t for t in tools if t.startswith("zoo:")):
+            value = peers[fastest] / best[tool] if fastest and tool in best else math.nan
+            ratios.append((model, tool[4:], value, fastest or "none reached"))
+    lines += [
+        "",
+        "## Ratios",
+        "",
+        "| model | zoo engine | fastest peer's wall ÷ the zoo's | fastest peer |",
+        "|---|---|---|---|",
+        *[f"| {m} | {e} | {sig(v)} | {p} |" for m, e, v, p in ratios],
+        "",
+    ]
+    for model, engine, value, _ in ratios:
+        print(f"RATIO time-to-{target} {model}-{engine} {value:.4g}")
+    out = Path(args.out)
+    if out.name == "compare_peers.md":
+        out = out.with_name(f"time_to_{target}_ess.md")
+    out.write_text("\n".join(lines))
+    print(f"wrote {out}")
+
+
+def model_ratios(model: str, rows: list[Row]) -> list[tuple[str, str, float, str, float]]:
+    """(model, zoo engine, zoo ESS/s ÷ peer ESS/s, peer, the same per CPU second): against
+    the best peer, and against each peer matched to that engine (peer named ``matched X``)."""
+    ok = [r for r in rows if r.cell.error is None]
+    peer_rows = [r for r in ok if not r.tool.startswith("zoo:")]
+    best = max(peer_rows, key=lambda r: r.ess_per_s, default=None)
+    best_cpu = max(peer_rows, key=lambda r: r.ess_per_cpu_s, default=None)
+    out = []
+    for r in (r for r in rows if r.tool.startswith("zoo:")):
+        ok_run = best is not None and r.cell.error is None
+        value = r.ess_per_s / best.ess_per_s if ok_run else math.nan
+        cpu = r.ess_per_cpu_s / best_cpu.ess_per_cpu_s if ok_run else math.nan
+        out.append((model, r.tool[4:], value, best.tool if best else "none ran", cpu))
+        for p in (p for p in peer_rows if MATCHED.get(p.tool) == r.tool[4:]):
+            value = r.ess_per_s / p.ess_per_s if r.cell.error is None else math.nan
+            cpu = r.ess_per_cpu_s / p.ess_per_cpu_s if r.cell.error is None else math.nan
+            out.append((model, r.tool[4:], value, f"matched {p.tool}", cpu))
+    return out
 
 
 if __name__ == "__main__":
