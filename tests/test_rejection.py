@@ -9,6 +9,8 @@ binomial acceptance count, and simulation-based calibration.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -160,8 +162,26 @@ def test_a_bound_found_wrong_is_raised_and_sampling_restarts(monkeypatch):
             return -1e3, starts[0]
         return real(f, starts)
 
+    real_envelope = exact_draws._student_t_envelope
+
+    def tail_pilot(ctx, target):
+        """The pilot is the worst of 64 proposals: its ratio is far below M whatever the
+        stream (a lone pilot draw could land near the maximum and leave M right)."""
+        env = real_envelope(ctx, target)
+        draw, first = env.draw, []
+
+        def draw_tail_first(n):
+            if first:
+                return draw(n)
+            first.append(n)
+            u, r = draw(64)
+            i = int(np.argmin(r))
+            return u[i : i + 1], r[i : i + 1]
+
+        return dataclasses.replace(env, draw=draw_tail_first)
+
     monkeypatch.setattr(exact_draws, "_maximise", missing)
-    monkeypatch.setattr(exact_draws, "PILOT", 1)
+    monkeypatch.setattr(exact_draws, "_student_t_envelope", tail_pilot)
     run = zoo.run("normal_normal", "rejection", num_samples=2000, seed=6)
     assert run.diagnostics["restarts"] >= 1 and len(calls) >= 2
     check_exact("normal_normal", run)
