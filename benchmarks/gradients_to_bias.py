@@ -17,8 +17,8 @@ gradient a leapfrog step); warmup's are the run's ``gradient_evals`` less those,
 
 E[x²] = sd² + mean² from the Gym's published truth. Var[x²] is exact where the target is
 analytic (banana, Neal's funnel, the Gaussian); elsewhere it is read from a reference run cached
-in benchmarks/results/gradients_to_bias_reference.json (``--reference-draws N`` makes one with
-the zoo's nuts), or, failing that, the Gaussian value 2 sd⁴ + 4 mean² sd², marked as such.
+in gradients_to_bias_reference.json beside the table (``--reference-draws N`` makes one with the
+zoo's nuts), or, failing that, the Gaussian value 2 sd⁴ + 4 mean² sd², marked as such.
 Engines the installed zoo lacks (an unknown engine or option) are skipped with a message.
 """
 
@@ -442,13 +442,15 @@ def main(argv: list[str] | None = None) -> None:
     for key in ("chains", "draws", "warmup"):
         if getattr(args, key) is not None:
             sizes[key] = getattr(args, key)
-    reference = json.loads(REFERENCE.read_text()) if REFERENCE.exists() else {}
+    ref_file = args.out.parent / REFERENCE.name  # beside the table it serves
+    reference = json.loads(ref_file.read_text()) if ref_file.exists() else {}
     if args.reference_draws:
         for t in args.targets:
             if exact_var_x2(t) is None and t not in reference:
                 print(f"reference run on {t} ...", flush=True)
                 reference[t] = make_reference(t, args.reference_draws, 8, args.seed + 1000)
-                REFERENCE.write_text(json.dumps(reference) + "\n", encoding="utf-8")
+                ref_file.parent.mkdir(parents=True, exist_ok=True)
+                ref_file.write_text(json.dumps(reference) + "\n", encoding="utf-8")
     rows = []
     for t in args.targets:
         for spec in args.engines:

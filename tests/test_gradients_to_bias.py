@@ -4,6 +4,7 @@ the exact Var[x²] of the analytic Gym targets, and one end-to-end smoke run."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import math
 import sys
 from pathlib import Path
@@ -123,11 +124,14 @@ def test_engine_specs(g2b):
 
 def test_end_to_end_quick_run_writes_the_table(g2b, tmp_path):
     out = tmp_path / "g2b.md"
+    # a cached Var[x²] reference is read from beside the table
+    ref = {"gym_brownian_motion": {"var_x2": [1.0] * 32, "how": "a stand-in"}}
+    (tmp_path / "gradients_to_bias_reference.json").write_text(json.dumps(ref))
     g2b.main(
         [
             "--quick",
             "--targets",
-            "banana",
+            "banana,brownian_motion",
             "--engines",
             "chees,no_such_engine",
             "--chains",
@@ -148,3 +152,5 @@ def test_end_to_end_quick_run_writes_the_table(g2b, tmp_path):
     assert cells[11] == "95,520 / 58,750"  # the published NUTS figures beside
     assert "no_such_engine: unknown engine" in text
     assert "gym_banana: exact (analytic)" in text
+    assert "gym_brownian_motion: reference run: a stand-in" in text
+    assert "| gym_brownian_motion | chees | 32 | 2 × 60 |" in text
