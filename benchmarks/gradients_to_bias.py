@@ -3,7 +3,7 @@ comparison of the MAMS paper (Robnik, Cohn-Gordon & Seljak 2025, arXiv 2503.0170
 MCLMC paper (Robnik et al. 2023, JMLR), on the Inference Gym's targets (zoo/models/gym.py).
 
     python benchmarks/gradients_to_bias.py [--targets banana,brownian_motion] \
-        [--engines nuts,chees,mams,nuts:metric=low_rank] [--chains 8] [--draws 2000] \
+        [--engines nuts,chees,mams,nuts:metric=low_rank] [--chains 16] [--draws 2000] \
         [--warmup N] [--seed 0] [--out benchmarks/results/gradients_to_bias.md] [--quick] \
         [--reference-draws N]
 
@@ -53,7 +53,7 @@ TARGETS = (
     "gym_stochastic_volatility",
     "gym_radon",
 )
-SIZES = {"chains": 8, "draws": 2000}
+SIZES = {"chains": 16, "draws": 2000}
 QUICK = {"chains": 4, "draws": 200, "warmup": 200}
 
 # ---------------------------------------------------------------- the published figures
@@ -68,6 +68,7 @@ REPO = "reubenharry/sampler-benchmarks@7ad0700d: sampler-comparison/results/"
 class Published:
     nuts: tuple[float, float] | None  # (b²_max, b²_avg) gradients; inf: not reached
     mams: tuple[float, float] | None
+    tuning: tuple[float | None, float | None]  # NUTS's and MAMS's tuning gradients per chain
     source: str
     note: str
 
@@ -76,6 +77,7 @@ PUBLISHED: dict[str, Published] = {
     "gym_banana": Published(
         (95_520, 58_750),
         (41_053, 39_606),
+        (39_504, 152_081),
         REPO + "other/Banana_MAMS_Paper/{nuts,adjusted_microcanonical}_Banana_MAMS_Paper.csv "
         "(commit 6443564)",
         "same target (results.md: their banana aligns with the Gym's); an older NUTS file, "
@@ -84,6 +86,7 @@ PUBLISHED: dict[str, Published] = {
     "gym_neals_funnel": Published(
         (math.inf, 26_392),
         (1_432_043, 96_921),
+        (147_482, 2_755_424),
         REPO + "Neals_Funnel_MAMS_Paper/{nuts,adjusted_microcanonical}_Neals_Funnel_MAMS_Paper"
         ".csv (commit 93cfe2b)",
         "their own funnel (results.md: 'should be similar or the same' as the Gym's)",
@@ -91,12 +94,14 @@ PUBLISHED: dict[str, Published] = {
     "gym_ill_conditioned_gaussian": Published(
         (21_674, 2_757),
         None,
+        (5_986, None),
         REPO + "ICG/nuts_ICG.csv (commit 93cfe2b); no MAMS file under main.py's name",
         "NOT the same target: their Gaussian is unrotated (results.md), the Gym's is rotated",
     ),
     "gym_brownian_motion": Published(
         (33_462, 6_270),
         None,
+        (13_157, None),
         REPO + "vector_brownian_motion_unknown_scales_missing_middle_observations/"
         "nuts_vector_brownian_motion_unknown_scales_missing_middle_observations.csv "
         "(commit e8d652f); no MAMS file under main.py's name",
@@ -105,6 +110,7 @@ PUBLISHED: dict[str, Published] = {
     "gym_item_response_theory": Published(
         (71_758, 5_848),
         (47_414, 3_806),
+        (22_453, 289_702),
         REPO + "vector_synthetic_item_response_theory/{nuts,adjusted_microcanonical}_"
         "vector_synthetic_item_response_theory.csv (commit 93cfe2b)",
         "same target",
@@ -112,6 +118,7 @@ PUBLISHED: dict[str, Published] = {
     "gym_stochastic_volatility": Published(
         (1_628_519, 29_872),
         (482_668, 35_783),
+        (130_240, 1_669_241),
         REPO + "Stochastic_Volatility_MAMS_Paper/{nuts,adjusted_microcanonical}_"
         "Stochastic_Volatility_MAMS_Paper.csv (commit 93cfe2b)",
         "NOT the same target: NumPyro's stochastic volatility (results.md: other dimensions, "
@@ -146,7 +153,7 @@ def gradients_at(cumulative: np.ndarray, draws: float) -> float:
 
 @dataclass
 class Measured:
-    pooled: tuple[float, float]  # gradients to b²_max, b²_avg < threshold on the median curve
+    median_curve: tuple[float, float]  # gradients to b²_max, b²_avg < threshold: the papers'
     per_chain: tuple[float, float]  # median over chains of each chain's gradients
     final: tuple[float, float]  # the median curve's last b²_max, b²_avg
     sampling_gradients: float  # per chain, all draws
@@ -158,13 +165,13 @@ def measure(x: np.ndarray, grads: np.ndarray, ex2: np.ndarray, var_x2: np.ndarra
     curves = (b2.max(-1), b2.mean(-1))  # (chains, draws) each
     cum = np.cumsum(grads, axis=1)
     mean_cum = cum.mean(0)
-    pooled = tuple(gradients_at(mean_cum, draws_to_threshold(np.median(c, 0))) for c in curves)
+    median = tuple(gradients_at(mean_cum, draws_to_threshold(np.median(c, 0))) for c in curves)
     per_chain = tuple(
         float(np.median([gradients_at(cum[k], draws_to_threshold(c[k])) for k in range(len(c))]))
         for c in curves
     )
     final = tuple(float(np.median(c, 0)[-1]) for c in curves)
-    return Measured(pooled, per_chain, final, float(mean_cum[-1]))  # type: ignore[arg-type]
+    return Measured(median, per_chain, final, float(mean_cum[-1]))  # type: ignore[arg-type]
 
 
 # ----------------------------------------------------------------- the truth of x and x²
@@ -357,7 +364,7 @@ def report(rows: list[dict[str, Any]], args: argparse.Namespace, sizes: dict[str
         + ".",
         "",
         "b²_i(n) = (Ê_n[x_i²] − E[x_i²])² / Var[x_i²] after n draws of a chain, tuning apart; "
-        "gradients are per chain. **pooled**: the draws after which the median over chains "
+        "gradients are per chain. **median curve**: the draws after which the median over chains "
         "of b²(n) stays below 0.01 (the papers' aggregation), times the chains' mean "
         "gradients by then; **per chain**: the median over chains of each chain's own "
         "crossing. Warmup gradients: the run's count per chain less the draws' (for nuts the "
@@ -365,9 +372,10 @@ def report(rows: list[dict[str, Any]], args: argparse.Namespace, sizes: dict[str
         "median curve's last value.",
         "",
         "| target | engine | P | chains × draws | warmup grads | grads/draw "
-        "| b²_max pooled | b²_avg pooled | b²_max per chain | b²_avg per chain "
-        "| final b²_max / b²_avg | published NUTS max / avg | published MAMS max / avg |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| b²_max median curve | b²_avg median curve | b²_max per chain | b²_avg per chain "
+        "| final b²_max / b²_avg | published NUTS max / avg | published MAMS max / avg "
+        "| published tuning NUTS / MAMS |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     notes: dict[str, str] = {}
     skipped: list[str] = []
@@ -376,6 +384,7 @@ def report(rows: list[dict[str, Any]], args: argparse.Namespace, sizes: dict[str
         pub = PUBLISHED.get(t)
         pn = f"{fmt_pub(pub.nuts, 0)} / {fmt_pub(pub.nuts, 1)}" if pub else "not in the paper"
         pm = f"{fmt_pub(pub.mams, 0)} / {fmt_pub(pub.mams, 1)}" if pub else "not in the paper"
+        pt = " / ".join("—" if g is None else f"{g:,.0f}" for g in pub.tuning) if pub else "—"
         if "skipped" in r:
             skipped.append(f"- {t} / {r['engine']}: {r['skipped']}")
             continue
@@ -385,9 +394,9 @@ def report(rows: list[dict[str, Any]], args: argparse.Namespace, sizes: dict[str
         lines.append(
             f"| {t} | {r['engine']} | {r['params']} | {r['chains']} × {r['draws']} "
             f"| {r['warmup_gradients']:,.0f} | {r['gradients_per_draw']:.1f} "
-            f"| {fmt(m.pooled[0], lim)} | {fmt(m.pooled[1], lim)} "
+            f"| {fmt(m.median_curve[0], lim)} | {fmt(m.median_curve[1], lim)} "
             f"| {fmt(m.per_chain[0], lim)} | {fmt(m.per_chain[1], lim)} "
-            f"| {m.final[0]:.3g} / {m.final[1]:.3g} | {pn} | {pm} |"
+            f"| {m.final[0]:.3g} / {m.final[1]:.3g} | {pn} | {pm} | {pt} |"
         )
     if skipped:
         lines += ["", "## Skipped (not in this zoo, or failed)", "", *skipped]
@@ -461,8 +470,8 @@ def main(argv: list[str] | None = None) -> None:
             else:
                 m = r["measured"]
                 print(
-                    f"{t} {spec}: pooled {m.pooled}, per chain {m.per_chain}, final {m.final}, "
-                    f"warmup {r['warmup_gradients']:.0f}, {r['wall_s']:.1f} s",
+                    f"{t} {spec}: median curve {m.median_curve}, per chain {m.per_chain}, "
+                    f"final {m.final}, warmup {r['warmup_gradients']:.0f}, {r['wall_s']:.1f} s",
                     flush=True,
                 )
     args.out.parent.mkdir(parents=True, exist_ok=True)

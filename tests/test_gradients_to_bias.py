@@ -57,15 +57,15 @@ def test_iid_draws_reach_the_threshold_where_theory_says(g2b):
     x = rng.standard_normal((chains, draws, 1))
     grads = np.full((chains, draws), 7.0)
     m = g2b.measure(x, grads, np.array([1.0]), np.array([2.0]))
-    assert 36 * 7 <= m.pooled[0] <= 58 * 7
-    assert m.pooled[0] == m.pooled[1]  # one parameter: max and average agree
+    assert 36 * 7 <= m.median_curve[0] <= 58 * 7
+    assert m.median_curve[0] == m.median_curve[1]  # one parameter: max and average agree
     assert m.sampling_gradients == draws * 7
     # ten parameters: b²_avg -> chi²_10 / (10 n), median 0.934 / n (n = 94); b²_max -> the
     # largest of ten chi²_1 over n, median 3.36 / n (n = 336)
     x10 = rng.standard_normal((2000, 500, 10))
     m10 = g2b.measure(x10, np.ones((2000, 500)), np.ones(10), np.full(10, 2.0))
-    assert 80 <= m10.pooled[1] <= 110
-    assert 290 <= m10.pooled[0] <= 390
+    assert 80 <= m10.median_curve[1] <= 110
+    assert 290 <= m10.median_curve[0] <= 390
 
 
 def test_a_biased_sampler_never_reaches_it(g2b):
@@ -73,7 +73,7 @@ def test_a_biased_sampler_never_reaches_it(g2b):
     rng = np.random.default_rng(2)
     x = 1.2 * rng.standard_normal((200, 2000, 1))
     m = g2b.measure(x, np.ones((200, 2000)), np.array([1.0]), np.array([2.0]))
-    assert math.isinf(m.pooled[0]) and math.isinf(m.per_chain[0])
+    assert math.isinf(m.median_curve[0]) and math.isinf(m.per_chain[0])
     assert m.final[0] == pytest.approx(0.097, rel=0.2)
 
 
@@ -150,6 +150,7 @@ def test_end_to_end_quick_run_writes_the_table(g2b, tmp_path):
     assert cells[2] == "2" and cells[3] == "2 × 60"
     assert float(cells[5]) > 1  # gradients per draw from the n_steps statistic
     assert cells[11] == "95,520 / 58,750"  # the published NUTS figures beside
+    assert cells[13] == "39,504 / 152,081"  # and NUTS's and MAMS's tuning gradients
     assert "no_such_engine: unknown engine" in text
     assert "gym_banana: exact (analytic)" in text
     assert "gym_brownian_motion: reference run: a stand-in" in text
