@@ -218,8 +218,12 @@ def second_moments(
         var = np.concatenate([np.broadcast_to(exact[s], mean[s].shape).ravel() for s in sites])
         return sites, ex2, var, "exact (analytic)"
     if target in reference:
-        ref = reference[target]
-        return sites, ex2, np.asarray(ref["var_x2"], dtype=float), f"reference run: {ref['how']}"
+        ref, var = reference[target], np.asarray(reference[target]["var_x2"], dtype=float)
+        if var.shape != ex2.shape:
+            raise ValueError(
+                f"the cached reference of {target} has {var.size} values, not {ex2.size}"
+            )
+        return sites, ex2, var, f"reference run: {ref['how']}"
     var = np.concatenate([(2 * sd[s] ** 4 + 4 * mean[s] ** 2 * sd[s] ** 2).ravel() for s in sites])
     return sites, ex2, var, "APPROXIMATE: Gaussian 2 sd⁴ + 4 mean² sd² from the Gym's truth"
 
@@ -305,7 +309,7 @@ def cell(
     start = time.perf_counter()
     try:
         run = zoo.run(target, name, seed=seed, progress=False, **kw)
-    except ValueError as e:  # an engine or option this zoo lacks: raised before any work
+    except zoo.ZooError as e:  # an engine or option this zoo lacks: raised before any work
         return {"target": target, "engine": spec, "skipped": str(e)}
     wall = time.perf_counter() - start
     if not run.ok:
