@@ -62,6 +62,17 @@ def test_the_blocks_continue_the_fixed_size_run():
         assert not np.array_equal(b[:, 40:80], b[:, :40])  # a continuation, not a rerun
 
 
+@pytest.mark.parametrize("engine", ["nuts", "chees"])
+def test_compiled_steps_go_on_from_the_last_draws(engine):
+    """jit=True: the blocks' starts are the last draws, a slice of the draws so far; the
+    compiled step took them as they were and failed on their strides."""
+    opts = {**FAST, **SAMPLERS[engine], "jit": True}
+    with pytest.warns(RuntimeWarning, match="draw limit"):  # out of reach: several blocks
+        run = zoo.run("normal_normal", engine, seed=3, ess=10**6, max_draws=90, **opts)
+    assert run.ok, run.error
+    assert run.diagnostics["blocks"] > 1 and run.diagnostics["density"] == "compiled"
+
+
 def test_a_run_that_cannot_reach_the_target_says_so():
     with pytest.warns(RuntimeWarning, match=r"draw limit \(300 a chain\) short of ess=100000"):
         run = zoo.run(

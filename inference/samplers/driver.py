@@ -264,7 +264,8 @@ def sample_chains(
         if previous:  # the chains go on from their last draws, as the sampler left them
             state = dict(previous[g].state)
             gen.set_state(state.pop("rng"))
-            theta0 = previous[g].theta[:, -1].to(dev)
+            # contiguous: a compiled step guards its inputs' strides, a slice's differ
+            theta0 = previous[g].theta[:, -1].to(dev).contiguous()
             more["resume"] = state
         elif init == "pathfinder":
             theta0, more_evals = pathfinder_points(ctx.model, ctx.data, s, gen, density)
