@@ -13,6 +13,7 @@ sharing one step size, one ``L`` and one diagonal preconditioner."""
 from __future__ import annotations
 
 import math
+import warnings
 from typing import Any
 
 import numpy as np
@@ -196,7 +197,9 @@ def mams(
 
 def effective_per_draw(x: torch.Tensor) -> float:
     """The mean over coordinates of the ESS of the chains' draws ``x`` (chains, n, D), per draw."""
-    data = arviz().convert_to_dataset({"x": x.cpu().numpy().astype(np.float64)})
-    with np.errstate(invalid="ignore", divide="ignore"):
+    # many chains of a short stretch: ArviZ warns that chains outnumber draws, as meant here
+    with warnings.catch_warnings(), np.errstate(invalid="ignore", divide="ignore"):
+        warnings.simplefilter("ignore", UserWarning)
+        data = arviz().convert_to_dataset({"x": x.cpu().numpy().astype(np.float64)})
         ess = arviz().ess(data, method="mean")["x"].values
     return float(np.nanmean(ess)) / (x.shape[0] * x.shape[1])
