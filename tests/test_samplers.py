@@ -678,7 +678,10 @@ def test_same_seed_same_numbers():
 
 @needs_compiler
 # NUTS's runs here compile its fused step (13 s of the suite); the default run checks ChEES's
-@pytest.mark.parametrize("engine", [pytest.param("nuts", marks=pytest.mark.slow), "chees"])
+# (MAMS's, like it a lockstep step, in the slow run)
+@pytest.mark.parametrize(
+    "engine", [pytest.param(e, marks=pytest.mark.slow) for e in ("nuts", "mams")] + ["chees"]
+)
 def test_a_run_under_the_device_context_takes_the_cpu_runs_draws(monkeypatch, engine):
     """What ``device="cuda"`` changes, run on the CPU: the density built (model constants, the
     traced graph, its compiled and fused forms) and the sampler run with torch's default device

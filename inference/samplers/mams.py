@@ -109,11 +109,12 @@ def mams(
     ``L`` and one diagonal preconditioner for all chains, tuned in warmup as BlackJAX's
     ``adjusted_mclmc_find_L_and_step_size`` with its ESS stretch, in five equal stretches:
     (1) dual averaging of the step size to ``target_accept`` (the mean acceptance probability
-    over chains), ``L / step`` held; (2) the same, the draws kept: their variances (within
-    chains, averaged) set ``L = 1.3 sqrt(sum var)`` and then the preconditioner, ``L = sqrt(D)``;
-    (3) dual averaging afresh, ``L`` held; (4) draws at fixed settings: ``L = 0.5 L / (ESS per
-    draw)`` (at most twice ``L``); (5) dual averaging afresh, ``L`` held. A one-dimensional
-    target is sampled beside an independent standard normal (:func:`with_normal`).
+    over chains), ``L / step`` held; (2) draws at fixed settings, whose variances (within
+    chains, averaged) set ``L = 1.3 sqrt(sum var)``, then the preconditioner and ``L = sqrt(D)``,
+    the step size (1)'s average; (3) dual averaging afresh, ``L`` held; (4) draws at fixed
+    settings: ``L = 0.5 L / (ESS per draw)`` (at most twice ``L``); (5) dual averaging afresh,
+    ``L`` held. A one-dimensional target is sampled beside an independent standard normal
+    (:func:`with_normal`).
 
     ``resume``: a previous run's :attr:`Samples.state` (step size, L, preconditioner and
     iteration count): no warmup, the chains go on from ``theta0`` (their last draws)."""
@@ -157,14 +158,15 @@ def mams(
         logp, grad = torch.where(take, clp, logp), torch.where(take[:, None], cg, grad)
         if it < warmup:
             stage = next(k for k, end in enumerate(ends) if it < end)
-            if stage != 3:  # dual averaging, L held (stage 0: L / step held)
+            if stage % 2 == 0:  # dual averaging, L held (stage 0: L / step held)
                 new = float(da.update(accept.mean().reshape(1))[0])
                 new = min(max(new, MIN_STEP), L / 1.1)
                 L, step = (L * new / step if stage == 0 else L), new
             if stage in (1, 3):
                 kept.append(q)
             if it + 1 in ends and it + 1 != ends[0]:
-                step = float(da.final[0]) if stage != 3 else step
+                if stage != 3 and float(da.t[0]) > 0:  # the last dual averaging's mean
+                    step = float(da.final[0])
                 if stage == 1:  # the variances: L, then the preconditioner
                     var = regularised_variance(torch.stack(kept, 1), 1).mean(0)
                     step *= min(max(L_FACTOR * float(var.sum().sqrt()) / L, 0.0), 2.0)
