@@ -26,7 +26,7 @@ from .enumeration import enum_engine
 from .exact_draws import ENVELOPES, LOW_DIMENSION, inverse_cdf_engine, rejection_engine
 from .importance import PROPOSALS, importance_engine
 from .laplace import laplace_engine
-from .mcmc import chees_engine, grouped_run, hmc_engine, mh_engine, nuts_engine
+from .mcmc import chees_engine, grouped_run, hmc_engine, mams_engine, mh_engine, nuts_engine
 from .outputs import Draws, Estimate, Factors
 from .pathfinder import pathfinder_engine
 from .reference import call_reference, in_float64, options_of, to_run
@@ -216,6 +216,18 @@ GENERIC_ENGINES: dict[str, EngineSpec] = {
                 # tau / 2n) from longer chains
                 "quick": {"num_samples": 700, "warmup": 300, "num_chains": 4, "chain_groups": 1},
                 "full": {"num_samples": 1000, "warmup": 1000, "num_chains": 8, "chain_groups": 1},
+            },
+        ),
+        declare(
+            "mams",
+            mams_engine,
+            "adjusted microcanonical sampler (MAMS), many chains, discrete sites enumerated",
+            needs=_SAMPLER,
+            budgets={
+                "smoke": {"num_samples": 50, "warmup": 100, "num_chains": 8},
+                "check": {"num_samples": 100, "warmup": 300, "num_chains": 16},
+                "quick": {"num_samples": 500, "warmup": 500, "num_chains": 32, "chain_groups": 1},
+                "full": {"num_samples": 1000, "warmup": 1000, "num_chains": 64, "chain_groups": 1},
             },
         ),
         declare(

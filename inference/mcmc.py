@@ -42,7 +42,7 @@ from .structure import init_strategy
 # than 4, for 8x the effective draws (benchmarks/results/compare_peers.md)
 LOCKSTEP_CHAINS = 32
 SUPERCHAIN = 4  # ChEES: chains started together, for nested R-hat
-CHEES_GROUP = 16  # ChEES adapts on the spread across chains: no group smaller than this
+CHEES_GROUP = 16  # ChEES and MAMS adapt on the chains together: no group smaller than this
 
 
 @dataclass
@@ -403,6 +403,46 @@ def hmc_engine(
         init=init,
         target_accept=target_accept,
         trajectory_length=trajectory_length,
+        max_steps=max_steps,
+    )
+
+
+def mams_engine(
+    ctx: EngineContext,
+    *,
+    num_samples: int = 1000,
+    warmup: int = 500,
+    num_chains: int = LOCKSTEP_CHAINS,
+    jit: bool | None = None,
+    target_accept: float = 0.9,
+    max_steps: int = 1000,
+    parallel: bool = True,
+    device: str = "cpu",
+    chain_groups: int | None = None,
+    ess: float | None = None,
+    max_draws: int | None = None,
+    init: str | None = None,
+) -> Run:
+    """MAMS, the Metropolis-adjusted microcanonical sampler (Robnik, Cohn-Gordon & Seljak
+    2025): isokinetic dynamics from a fresh velocity each draw, a jittered number of steps, the
+    step size, trajectory length and diagonal preconditioner shared by the chains and tuned in
+    warmup as BlackJAX tunes them; at most max_steps steps a draw."""
+    return grouped_run(
+        ctx,
+        "mams",
+        samplers.mams,
+        num_samples=num_samples,
+        warmup=warmup,
+        num_chains=num_chains,
+        jit=jit,
+        parallel=parallel,
+        device=device,
+        chain_groups=chain_groups,
+        ess=ess,
+        max_draws=max_draws,
+        init=init,
+        min_group=CHEES_GROUP,
+        target_accept=target_accept,
         max_steps=max_steps,
     )
 

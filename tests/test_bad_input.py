@@ -92,7 +92,7 @@ API = [
     P(lambda: zoo.run("three_coin", "svii"), r"unknown engine 'svii'.*did you mean 'svi'", id="engine-typo"),
     P(lambda: zoo.run("three_coin", None), r"engine must be a name, got None", id="engine-none"),
     P(lambda: zoo.run("beta_bernoulli", "enum"), r"'enum' does not apply.*no discrete latent", id="engine-inapplicable"),
-    P(lambda: zoo.run("beta_bernoulli", "em"), r"unknown engine 'em'.*svi, nuts, chees, hmc, mh, importance, laplace, pathfinder, rejection, inverse_cdf, exact", id="engine-of-another-model"),
+    P(lambda: zoo.run("beta_bernoulli", "em"), r"unknown engine 'em'.*svi, nuts, chees, hmc, mams, mh, importance, laplace, pathfinder, rejection, inverse_cdf, exact", id="engine-of-another-model"),
     # seeds
     P(lambda: zoo.run("three_coin", "em", seed=-1), r"seed must be an integer from 0 to 2\*\*32 - 1, got -1", id="seed-negative"),
     P(lambda: zoo.run("three_coin", "em", seed=1.5), r"seed must be an integer .*got 1.5", id="seed-float"),

@@ -26,6 +26,7 @@ LONG = {
     "importance": {"num_samples": 20000, "fit_steps": 2000, "proposal": "mvn"},
     "enum": {"num_samples": 2000},
     "chees": {"num_samples": 200, "warmup": 500, "num_chains": 32},
+    "mams": {"num_samples": 200, "warmup": 500, "num_chains": 32},
 }
 
 
@@ -46,10 +47,10 @@ def register(case: ForeignCase) -> zoo.ModelEntry:
 
 
 CELLS = [(case, engine) for case in CORPUS for engine in GENERIC_ENGINES]
-# hmc and chees share nuts's whole path (the batched density, which test_samplers checks on every
-# corpus case, initialisation, post-processing): the default run takes them on the conformance
-# suite's models and leaves their corpus cells to the slow run
-BATCHED = {"hmc", "chees"}
+# hmc, chees and mams share nuts's whole path (the batched density, which test_samplers checks on
+# every corpus case, initialisation, post-processing): the default run takes them on the
+# conformance suite's models and leaves their corpus cells to the slow run
+BATCHED = {"hmc", "chees", "mams"}
 # pathfinder too runs on the batched density, its 30 corpus cells costly on loop-form
 # densities: the slow run keeps them
 BATCHED |= {"pathfinder"}

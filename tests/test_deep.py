@@ -317,7 +317,7 @@ def test_iwae_and_the_meanfield_elbo_train_as_well_at_the_quick_budget():
 
 def test_engines_that_do_not_apply_say_why(capsys):
     assert VAE.engines == ("svi", "svi_meanfield", "svi_iwae", "svi_bayes_decoder")
-    for engine in ("nuts", "hmc", "chees", "mh", "importance", "laplace", "pathfinder"):
+    for engine in ("nuts", "hmc", "chees", "mams", "mh", "importance", "laplace", "pathfinder"):
         assert "amortised" in VAE.why_not(engine), engine
     assert "no discrete" in VAE.why_not("enum")  # the structure's own reason comes first
     assert "amortised" in zoo.get_model("vade").why_not("enum")

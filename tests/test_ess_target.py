@@ -16,6 +16,7 @@ SAMPLERS = {
     "nuts": {"warmup": 150, "num_samples": 60},
     "chees": {"warmup": 150, "num_samples": 30, "num_chains": 16},
     "hmc": {"warmup": 150, "num_samples": 60},
+    "mams": {"warmup": 150, "num_samples": 30, "num_chains": 16},
     "mh": {"warmup": 400, "num_samples": 150},
 }
 

@@ -501,7 +501,7 @@ def test_only_the_driver_knows_about_compiling():
 def test_a_sampler_is_its_kernel_with_a_progress_option_for_its_loop():
     """The public samplers take the contract's arguments and their kernel's options, and
     ``progress`` in place of the kernel's ``loop``."""
-    for sampler in (samplers.nuts, samplers.chees, samplers.hmc, samplers.rwmh):
+    for sampler in (samplers.nuts, samplers.chees, samplers.hmc, samplers.mams, samplers.rwmh):
         params = inspect.signature(sampler).parameters
         assert list(params)[:5] == ["density", "theta0", "num_samples", "warmup", "gen"]
         assert "loop" not in params and params["progress"].default is False
@@ -587,7 +587,7 @@ def _agree(run, truth, site, k=4.5):
 
 
 @pytest.mark.parametrize("chain_groups", [None, 1], ids=["a-group-a-core", "one-batch"])
-@pytest.mark.parametrize("engine", ["nuts", "chees", "hmc"])
+@pytest.mark.parametrize("engine", ["nuts", "chees", "hmc", "mams"])
 def test_samplers_match_the_closed_form(engine, chain_groups):
     """Within Monte-Carlo error of the closed form, the chains split over the cores or in one
     batch (the report's layout)."""
@@ -678,7 +678,10 @@ def test_same_seed_same_numbers():
 
 @needs_compiler
 # NUTS's runs here compile its fused step (13 s of the suite); the default run checks ChEES's
-@pytest.mark.parametrize("engine", [pytest.param("nuts", marks=pytest.mark.slow), "chees"])
+# (MAMS's, like it a lockstep step, in the slow run)
+@pytest.mark.parametrize(
+    "engine", [pytest.param(e, marks=pytest.mark.slow) for e in ("nuts", "mams")] + ["chees"]
+)
 def test_a_run_under_the_device_context_takes_the_cpu_runs_draws(monkeypatch, engine):
     """What ``device="cuda"`` changes, run on the CPU: the density built (model constants, the
     traced graph, its compiled and fused forms) and the sampler run with torch's default device
@@ -713,7 +716,7 @@ def test_a_run_under_the_device_context_takes_the_cpu_runs_draws(monkeypatch, en
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU")
-@pytest.mark.parametrize("engine", ["nuts", "chees", "hmc", "mh"])
+@pytest.mark.parametrize("engine", ["nuts", "chees", "hmc", "mams", "mh"])
 def test_the_samplers_on_a_gpu_match_the_closed_form(engine):
     """On a machine with a GPU: every chain in one batch on the device, the draws within
     Monte-Carlo error of the closed form (CI has no GPU: this runs where one is lent)."""

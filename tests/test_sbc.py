@@ -281,7 +281,7 @@ CONJUGATE = ("beta_bernoulli", "normal_normal", "gamma_poisson", "normal_gamma")
 
 def _zoo_cells() -> list[tuple[str, str]]:
     cells = []
-    for name, engine in sbc_models(None, ("nuts", "chees", "svi")):
+    for name, engine in sbc_models(None, ("nuts", "chees", "mams", "svi")):
         try:
             simulate(zoo.get_model(name), 0)
         except ValueError:
@@ -293,12 +293,12 @@ def _zoo_cells() -> list[tuple[str, str]]:
 @pytest.mark.slow
 @pytest.mark.parametrize(("name", "engine"), _zoo_cells())
 def test_sbc_of_the_zoo(name, engine, tmp_path):
-    """Every model with continuous parameters under nuts, chees and the default svi guide, at
+    """Every model with continuous parameters under nuts, chees, mams and the default svi guide, at
     modest replications; results recorded in ``$ZOO_SBC_OUT`` (default: a temporary folder).
     Exact samplers on the conjugate models must be calibrated; the rest is a finding."""
     out = os.environ.get("ZOO_SBC_OUT") or tmp_path
     result = sbc(name, engine, reps=50, seed=0, alpha=ALPHA, out=out, progress=False)
     print(result, *result.findings(), sep="\n")
     assert len(result.rep_ids) >= 0.9 * result.reps, result.failures
-    if name in CONJUGATE and engine in ("nuts", "chees"):
+    if name in CONJUGATE and engine in ("nuts", "chees", "mams"):
         assert result.verdict == "calibrated", result.findings()

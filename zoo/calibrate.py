@@ -52,6 +52,7 @@ SBC_BUDGETS: dict[str, dict[str, Any]] = {
     "nuts": {"num_samples": 200, "warmup": 200, "num_chains": 4},
     "hmc": {"num_samples": 200, "warmup": 200, "num_chains": 4},
     "chees": {"num_samples": 50, "warmup": 300, "num_chains": 16},
+    "mams": {"num_samples": 50, "warmup": 200, "num_chains": 16},
 }
 
 

@@ -297,7 +297,7 @@ def run_cells(
 # Relative cost of a cell by its engine (a variant, ``nuts_states``, by its base), the order
 # cells are handed to workers in: the samplers that build trees or run many chains first, the
 # closed forms (1) last.
-ENGINE_COST = {"nuts": 4, "hmc": 3, "chees": 2, "svi": 2}
+ENGINE_COST = {"nuts": 4, "hmc": 3, "chees": 2, "mams": 2, "svi": 2}
 
 
 def largest_first(cells: Sequence[Cell]) -> list[Cell]:

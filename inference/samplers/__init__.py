@@ -6,6 +6,9 @@
 * :func:`chees` — ChEES-HMC: one step size, one jittered trajectory length and one mass
   matrix shared by the chains (:mod:`.chees`, its adaptation :mod:`.trajectory`).
 * :func:`hmc` — static HMC, its integration time jittered around a fixed mean (:mod:`.hmc`).
+* :func:`mams` — the Metropolis-adjusted microcanonical sampler: isokinetic dynamics, one
+  step size, one jittered trajectory length and one diagonal preconditioner shared by the
+  chains (:mod:`.mams`).
 * :func:`rwmh` — random-walk Metropolis–Hastings with a diagonal proposal (:mod:`.mh`).
 
 Each is ``fn(density, theta0, *, num_samples, warmup, gen, progress=False, **options) ->``
@@ -41,9 +44,9 @@ A new sampler: a kernel module (the parts above do most of the work: MALA is Sta
 :func:`~.windows.adapted_chains` around a 15-line transition, test_samplers' ``_mala``), made
 a sampler by ``as_sampler(kernel, "name")`` and registered by ``zoo.register_sampler(name,
 sampler)``, which gives it an engine like ``nuts`` (a plain function meeting the contract
-above registers the same way; its steps then run uncompiled). The names ``nuts``, ``chees``
-and ``hmc`` of this package are the samplers, not their modules: import a module's other names
-with ``from inference.samplers.nuts import ...``."""
+above registers the same way; its steps then run uncompiled). The names ``nuts``,
+``chees``, ``hmc`` and ``mams`` of this package are the samplers, not their modules: import a
+module's other names with ``from inference.samplers.nuts import ...``."""
 
 from __future__ import annotations
 
@@ -51,12 +54,14 @@ from .base import Density, Loop, Samples
 from .chees import chees as _chees
 from .driver import as_sampler
 from .hmc import hmc as _hmc
+from .mams import mams as _mams
 from .mh import rwmh as _rwmh
 from .nuts import nuts as _nuts
 
 nuts = as_sampler(_nuts, "nuts")
 chees = as_sampler(_chees, "chees")
 hmc = as_sampler(_hmc, "hmc")
+mams = as_sampler(_mams, "mams")
 rwmh = as_sampler(_rwmh, "rwmh", desc="mh")
 
-__all__ = ["Density", "Loop", "Samples", "as_sampler", "chees", "hmc", "nuts", "rwmh"]
+__all__ = ["Density", "Loop", "Samples", "as_sampler", "chees", "hmc", "mams", "nuts", "rwmh"]
