@@ -83,6 +83,8 @@ def low_rank_metric(
     xc = draws - draws.mean(1, keepdim=True)
     gc = grads - grads.mean(1, keepdim=True)
     sigma = (xc.square().mean(1) / gc.square().mean(1)).pow(0.25)  # (chains, D)
+    bad = ~(torch.isfinite(sigma) & (sigma > 0)).all(-1)  # a dimension that never moved
+    sigma = torch.where(bad[:, None], 1.0, sigma)  # NaN would stop the batch's SVD
     xs, gs = (xc / sigma[:, None]).mT, (gc * sigma[:, None]).mT  # (chains, D, n)
     span = torch.cat([torch.linalg.svd(m, full_matrices=False)[0] for m in (xs, gs)], -1)
     basis = torch.linalg.qr(span).Q  # (chains, D, r), r = min(D, 2 min(D, n))
@@ -93,7 +95,8 @@ def low_rank_metric(
     shift = torch.where((vals > cutoff) | (vals < 1.0 / cutoff), vals - 1.0, 0.0)
     u = basis @ vecs  # (chains, D, r)
     inner = torch.eye(draws.shape[-1], dtype=draws.dtype) + (u * shift.unsqueeze(-2)) @ u.mT
-    return sigma[:, :, None] * inner * sigma[:, None, :]
+    inv_mass = sigma[:, :, None] * inner * sigma[:, None, :]
+    return torch.where(bad[:, None, None], torch.nan, inv_mass)
 
 
 def per_chain_metric(
@@ -122,17 +125,20 @@ def per_chain_metric(
 
 
 def check_metric(metric: str | None, dense_mass: bool | None, dense_default: bool | None) -> None:
-    """Refuses a ``metric`` not in :data:`METRICS`, and one that ``dense_mass`` (given other
-    than its default ``dense_default``) contradicts."""
+    """Refuses a ``metric`` not in :data:`METRICS`, and one that ``dense_mass``, given True or
+    False other than its default ``dense_default``, contradicts: True asks for a full matrix
+    (``"dense"``, or ``"low_rank"``, which is held as one), False for ``"diag"``."""
     if metric is None:
         return
     if metric not in METRICS:
         raise ValueError(f"metric must be one of {list(METRICS)} or None, got {metric!r}")
-    agrees = dense_mass is not None and dense_mass == (metric == "dense")
-    if dense_mass is not dense_default and not agrees:
+    if dense_mass is None or dense_mass == dense_default:
+        return
+    if bool(dense_mass) != (metric != "diag"):
         raise ValueError(
-            f"dense_mass={dense_mass!r} contradicts metric={metric!r}: give metric alone "
-            "(dense_mass=True is metric='dense', False is 'diag')"
+            f"dense_mass={dense_mass!r} contradicts metric={metric!r} (a model may register "
+            "dense_mass for its engine): give metric alone, or dense_mass="
+            f"{metric != 'diag'} with it"
         )
 
 
@@ -140,7 +146,8 @@ def metric_kind(
     D: int, metric: str | None, dense_mass: bool | None, dense_default: bool | None
 ) -> str:
     """The metric a sampler adapts: ``metric`` (checked by :func:`check_metric`), or where it
-    is None, ``"dense"`` or ``"diag"`` as ``dense_mass`` says (:func:`is_dense`)."""
+    is None, ``"dense"`` or ``"diag"`` as ``dense_mass`` says (:func:`is_dense`): so by default
+    the metric, and the draws, are those of ``dense_mass`` alone."""
     check_metric(metric, dense_mass, dense_default)
     if metric is not None:
         return metric
