@@ -12,6 +12,7 @@ from seeding import shifted
 from test_samplers import NUTS_TEST_DEPTH, _correlated_gaussian
 
 import zoo
+from zoo.calibrate import sbc
 from zoo_inference import samplers
 from zoo_inference.samplers import metric
 
@@ -235,3 +236,16 @@ def test_metrics_that_agree_with_dense_mass_are_taken():
         s = sampler(density, q, num_samples=5, warmup=20, gen=gen, dense_mass=dense_mass,
                     metric=kind, **options)  # fmt: skip
         assert s.info["metric"] == kind
+
+
+@pytest.mark.slow  # 3 min: 100 replications of a 12-parameter model, each chain its own metric
+def test_nuts_under_the_low_rank_metric_is_calibrated():
+    """SBC on linear_regression (ten collinear predictors and the noise scale), the replications
+    as chains of one batched NUTS, each adapting its own low-rank metric from a window of 75
+    draws: a calibrated engine fails with probability about ``alpha`` (Bonferroni over the
+    parameters; tests/test_sbc.py gives the test's power)."""
+    res = sbc(
+        "linear_regression", "nuts", reps=100, seed=shifted(0), workers=1, alpha=1e-3,
+        num_chains=2, num_samples=100, warmup=100, metric="low_rank",
+    )  # fmt: skip
+    assert res.verdict == "calibrated", res.findings()
