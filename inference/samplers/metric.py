@@ -70,16 +70,21 @@ def low_rank_metric(
     """nutpie's low-rank-plus-diagonal inverse mass matrix from each chain's window of draws
     (chains, n, D) and their log density's gradients, held dense (chains, D, D).
 
-    As nuts-rs builds it (``src/transform/adapt/low_rank.rs``: ``rescale_points``,
-    ``estimate_mass_matrix``, ``spd_mean``, and ``src/transform/low_rank.rs``; Seyboldt et
-    al., nutpie): the diagonal ``sigma^2 = sqrt(var(x) / var(grad))`` (for a Gaussian both
-    ``var(x)`` and ``1/var(grad)`` estimate the variance); in the rescaled space ``x/sigma``,
-    ``grad * sigma``, the subspace spanned by the draws and the gradients; there the
-    geometric mean of the draws' scatter and the inverse of the gradients' (each ``/gamma +
-    I``), which for a Gaussian is its covariance however few the draws; its eigenvalues
-    outside ``[1/cutoff, cutoff]`` kept with their eigenvectors ``U``, the rest of the space
-    left at 1: ``M^-1 = sigma (I + U (Lambda - I) U^T) sigma``. A chain whose window never
-    moved gets NaN here (:func:`per_chain_metric` falls back to Stan's variances there)."""
+    As nuts-rs 0.18 (the sampler nutpie runs) builds it: github.com/pymc-devs/nuts-rs,
+    ``src/transform/adapt/low_rank.rs`` (``rescale_points``, ``estimate_mass_matrix``,
+    ``spd_mean``) and ``src/transform/low_rank.rs``, its defaults ``LowRankSettings``'s; the
+    method is Seyboldt, Carlson & Carpenter, "Preconditioning Hamiltonian Monte Carlo by
+    minimizing Fisher divergence" (arXiv:2603.18845, 2026).
+
+    The diagonal ``sigma^2 = sqrt(var(x) / var(grad))`` (for a Gaussian both ``var(x)`` and
+    ``1 / var(grad)`` estimate the variance); in the rescaled space (``x / sigma``, ``grad *
+    sigma``) the subspace the draws and the gradients span; there the geometric mean of the
+    draws' scatter and the inverse of the gradients' (each ``/ gamma + I``), which for a
+    Gaussian is its covariance (exactly, up to ``gamma``, from more draws than dimensions);
+    its eigenvalues outside ``[1/cutoff, cutoff]`` kept with their eigenvectors ``U``, the rest
+    of the space left at 1: ``M^-1 = sigma (I + U (Lambda - I) U^T) sigma``. A chain whose
+    window never moved gets NaN here (:func:`per_chain_metric` falls back to Stan's variances
+    there)."""
     xc = draws - draws.mean(1, keepdim=True)
     gc = grads - grads.mean(1, keepdim=True)
     sigma = (xc.square().mean(1) / gc.square().mean(1)).pow(0.25)  # (chains, D)
