@@ -113,6 +113,8 @@ def per_chain_metric(
     ``DENSE_DRAWS_PER_DIM`` draws a dimension; for ``"low_rank"`` :func:`low_rank_metric` from
     the window and its ``grads``, Stan's variances (held dense) for a chain where that is not
     finite."""
+    if kind not in METRICS:
+        raise ValueError(f"kind must be one of {list(METRICS)}, got {kind!r}")
     if kind == "diag":
         return regularised_variance(window, 1)
     if kind == "low_rank":
@@ -164,11 +166,10 @@ def is_dense(D: int, dense_mass: bool | None) -> bool:
     return D <= DENSE_MAX_DIM if dense_mass is None else bool(dense_mass)
 
 
-def initial_metric(B: int, D: int, kind: str, dtype: torch.dtype) -> torch.Tensor:
-    """Every chain's first inverse mass matrix, the identity: (chains, D) ones for ``"diag"``,
-    else dense (chains, D, D) from the start (a compiled step is traced for one shape of the
-    metric)."""
-    if kind != "diag":
+def initial_metric(B: int, D: int, dense_mass: bool | None, dtype: torch.dtype) -> torch.Tensor:
+    """Every chain's first inverse mass matrix, the identity: (chains, D) ones, or dense
+    (chains, D, D) from the start (a compiled step is traced for one shape of the metric)."""
+    if is_dense(D, dense_mass):
         return torch.eye(D, dtype=dtype).expand(B, D, D).clone()
     return torch.ones(B, D, dtype=dtype)
 

@@ -87,8 +87,7 @@ def nuts_sample(
 
     begin(torch.ones(B, dtype=torch.bool), inv_mass)
     packed = pack(st)
-    kind = metric or ("dense" if inv_mass.dim() == 3 else "diag")
-    adapt = PerChainAdaptation(step, warmup, target_accept, D, kind) if warmup else None
+    adapt = PerChainAdaptation(step, warmup, target_accept, D, metric) if warmup else None
     eager = functools.partial(tree_step, eager=True)
     # a call's outputs are the state the next call takes, and read before the call after it
     step_fn = loop.step(tree_step, eager, reuse_outputs=True, nodes=NUTS_STEP_NODES)
@@ -181,7 +180,7 @@ def nuts(
     B, D = q.shape
     kind = metric_kind(D, metric, dense_mass, False)
     if resume is None:
-        inv_mass = initial_metric(B, D, kind, q.dtype)
+        inv_mass = initial_metric(B, D, kind != "diag", q.dtype)  # a low-rank one held dense
         step, calls = find_step_size(
             density, q, logp, grad, inv_mass, torch.ones(B, dtype=q.dtype), gen
         )

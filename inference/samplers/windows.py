@@ -116,10 +116,11 @@ class PerChainAdaptation:
     chain emitted a warmup draw), its mass matrix re-estimated from its own draws at the end of
     each of Stan's windows (then the step-size heuristic and a restart), its final step size
     the dual average's. ``kind``: the metric, one of
-    :data:`~inference.samplers.metric.METRICS` (a low-rank one keeps the draws' gradients too)."""
+    :data:`~inference.samplers.metric.METRICS` (a low-rank one keeps the draws' gradients too;
+    None: dense or diagonal as the metric it is given is)."""
 
     def __init__(
-        self, step: torch.Tensor, warmup: int, target: float, D: int, kind: str = "diag"
+        self, step: torch.Tensor, warmup: int, target: float, D: int, kind: str | None = None
     ) -> None:
         self.da, self.warmup, self.kind = DualAveraging(step, target), warmup, kind
         self.ends = stan_windows(warmup)
@@ -160,7 +161,8 @@ class PerChainAdaptation:
             span = slice(self.starts[end], end)
             grads = None if self.grads is None else self.grads[r, span]
             inv_mass = inv_mass.clone()
-            inv_mass[r] = per_chain_metric(self.window[r, span], self.kind, grads)
+            kind = self.kind or ("dense" if inv_mass.dim() == 3 else "diag")
+            inv_mass[r] = per_chain_metric(self.window[r, span], kind, grads)
             current = self.da.log_step.exp()
             found, c = find_step_size(density, q, logp, grad, inv_mass, current, gen)
             calls += c
