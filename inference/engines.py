@@ -33,6 +33,7 @@ from .reference import call_reference, in_float64, options_of, to_run
 from .results import Run, ZooError
 from .runtime import device_of
 from .samplers import Samples
+from .samplers.metric import METRICS
 from .structure import ModelStructure, inspect_model
 from .svi import ELBOS, GUIDES, svi_engine
 
@@ -71,6 +72,7 @@ CHOICES: dict[str, tuple[Any, ...]] = {
     "m_step": M_STEPS,
     "e_step": E_STEPS,
     "envelope": ENVELOPES,
+    "metric": METRICS,
 }
 FLAGS_OR_AUTO = {"jit", "dense_mass"}  # True, False or None (decide by the work)
 

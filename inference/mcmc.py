@@ -36,6 +36,7 @@ from .results import NumericalFailure, Run, ZooError
 from .runtime import device_of
 from .samplers import Samples
 from .samplers.driver import chain_seed, sample_chains
+from .samplers.metric import check_metric
 from .structure import init_strategy
 
 # Chains in lockstep share each step's Python work and compiled call: 32 cost little more time
@@ -254,6 +255,14 @@ def max_nested_rhat(posterior: dict[str, np.ndarray], superchain: int) -> float:
 # ----------------------------------------------------------------------------------- engines
 
 
+def _check_metric(metric: str | None, dense_mass: bool | None, default: bool | None) -> None:
+    """:func:`~inference.samplers.metric.check_metric`, before any work, as the run's error."""
+    try:
+        check_metric(metric, dense_mass, default)
+    except ValueError as e:
+        raise ZooError(str(e)) from None
+
+
 def nuts_engine(
     ctx: EngineContext,
     *,
@@ -264,6 +273,7 @@ def nuts_engine(
     target_accept: float = 0.8,
     max_tree_depth: int = 10,
     dense_mass: bool | None = False,
+    metric: str | None = None,
     backend: str = "zoo",
     parallel: bool = True,
     device: str = "cpu",
@@ -281,8 +291,13 @@ def nuts_engine(
     cores are busy anyway, as in a report). The layout fixes the numbers, not the cores.
     ``dense_mass``: each chain's full-covariance metric, for correlated posteriors (Stan's
     ``dense_e``; default diagonal, Stan's ``diag_e``; ``None``: dense up to 100 dimensions;
-    Pyro's NUTS: its ``full_mass``)."""
+    Pyro's NUTS: its ``full_mass``). ``metric``: ``"diag"``, ``"dense"`` or ``"low_rank"``
+    (nutpie's low-rank-plus-diagonal adaptation); None: as ``dense_mass`` says."""
+    _check_metric(metric, dense_mass, False)
     if backend == "pyro":
+        if metric == "low_rank":
+            raise ZooError("metric='low_rank' applies to the zoo's samplers (backend='zoo')")
+        dense_mass = dense_mass if metric is None else metric == "dense"
         if ess is not None or max_draws is not None or init is not None:
             raise ZooError("ess, max_draws and init apply to the zoo's samplers (backend='zoo')")
         if chain_groups is not None and chain_groups > 1:
@@ -320,6 +335,7 @@ def nuts_engine(
         target_accept=target_accept,
         max_tree_depth=max_tree_depth,
         dense_mass=dense_mass,
+        metric=metric,
     )
 
 
@@ -333,6 +349,7 @@ def chees_engine(
     target_accept: float = 0.651,
     max_steps: int = 1000,
     dense_mass: bool | None = None,
+    metric: str | None = None,
     parallel: bool = True,
     device: str = "cpu",
     chain_groups: int | None = None,
@@ -343,7 +360,10 @@ def chees_engine(
     """ChEES-HMC (Hoffman, Radul & Sountsov 2021): many chains sharing one step size and one
     jittered trajectory length, both adapted in a short warmup; nested R-hat over superchains of
     four chains started together. ``dense_mass``: a full-covariance metric (``None``: dense up to
-    100 dimensions, diagonal above)."""
+    100 dimensions, diagonal above). ``metric``: ``"diag"``, ``"dense"`` or ``"low_rank"``
+    (nutpie's low-rank-plus-diagonal adaptation, pooled over the chains); None: as
+    ``dense_mass`` says."""
+    _check_metric(metric, dense_mass, None)
     return grouped_run(
         ctx,
         "chees",
@@ -363,6 +383,7 @@ def chees_engine(
         target_accept=target_accept,
         max_steps=max_steps,
         dense_mass=dense_mass,
+        metric=metric,
     )
 
 

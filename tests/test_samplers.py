@@ -1044,15 +1044,15 @@ def test_each_chain_s_metric_comes_from_its_own_window():
         torch.randn(3, 40, 4, generator=gen, dtype=torch.float64)
         * torch.tensor([1.0, 2, 3])[:, None, None]
     )
-    m = metric.per_chain_metric(x, dense=True)
+    m = metric.per_chain_metric(x, "dense")
     n = x.shape[1]
     for b in range(3):
         want = n / (n + 5) * torch.cov(x[b].T) + 1e-3 * 5 / (n + 5) * torch.eye(4)
         assert torch.allclose(m[b], want.to(m.dtype))
     short = x[:, : metric.DENSE_DRAWS_PER_DIM * 4 - 1]
-    got = metric.per_chain_metric(short, dense=True)
+    got = metric.per_chain_metric(short, "dense")
     assert torch.equal(got, torch.diag_embed(metric.regularised_variance(short, 1)))
-    assert torch.equal(metric.per_chain_metric(x, dense=False), metric.regularised_variance(x, 1))
+    assert torch.equal(metric.per_chain_metric(x, "diag"), metric.regularised_variance(x, 1))
 
 
 def test_hmc_jitters_its_integration_time_and_its_draws_mix_on_a_gaussian():

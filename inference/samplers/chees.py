@@ -14,7 +14,7 @@ from .base import Density, Loop, Samples
 from .dual_averaging import DualAveraging, find_step_size
 from .hmc import transition
 from .integrator import masked_leapfrog
-from .metric import is_dense, regularised_covariance, regularised_variance
+from .metric import metric_kind, per_chain_metric, regularised_covariance, regularised_variance
 from .trajectory import TrajectoryLength, halton, stuck_chains
 from .windows import stan_windows
 
@@ -31,6 +31,7 @@ def chees(
     learning_rate: float = 0.05,
     max_steps: int = 1000,
     dense_mass: bool | None = None,
+    metric: str | None = None,
     resume: dict[str, Any] | None = None,
 ) -> Samples:
     """ChEES-HMC: one step size and one trajectory length T for all chains, adapted in warmup;
@@ -40,7 +41,11 @@ def chees(
     diagonal mass matrix shared by the chains (their within-chain variances over each of
     Stan's warmup windows, averaged), then the step size found afresh. ``dense_mass``: the same
     pooled estimate as a full covariance (``None``: dense up to
-    :data:`~inference.samplers.metric.DENSE_MAX_DIM` dimensions).
+    :data:`~inference.samplers.metric.DENSE_MAX_DIM` dimensions). ``metric``: ``"diag"``,
+    ``"dense"`` or ``"low_rank"`` (nutpie's estimate,
+    :func:`~inference.samplers.metric.low_rank_metric`, from the window's draws and gradients,
+    each chain's centred on its own means, pooled); None: as ``dense_mass`` says, which must be
+    left at its default or agree with ``metric``.
 
     At each window's end a chain stuck far below the others
     (:func:`~inference.samplers.trajectory.stuck_chains`) is restarted where a chain that is not
@@ -56,7 +61,8 @@ def chees(
     logp, grad = density(q)
     B, D = q.shape
     dtype = q.dtype
-    dense = is_dense(D, dense_mass)
+    kind = metric_kind(D, metric, dense_mass, None)
+    dense = kind != "diag"  # a low-rank metric is held dense
     calls, done = 1, 0  # done: iterations of the runs this one continues
     if resume is None:
         # dense from the start: a compiled step is traced for one shape of the metric
@@ -72,6 +78,7 @@ def chees(
     ends = set(stan_windows(warmup))
     window: list[torch.Tensor] = []
     window_lp: list[torch.Tensor] = []
+    window_grad: list[torch.Tensor] = []
     restarted = 0
     draws = torch.empty(B, num_samples, D, dtype=dtype)
     stats: dict[str, list[torch.Tensor]] = {}
@@ -100,6 +107,8 @@ def chees(
             T = trajectory.T
             window.append(q_new)
             window_lp.append(lp_new)
+            if kind == "low_rank":
+                window_grad.append(g_new)
             if it + 1 in ends:
                 stuck = stuck_chains(torch.stack(window_lp, 1), D)
                 if stuck.any():  # restarted where a chain that is not stuck is, chosen at random
@@ -111,11 +120,13 @@ def chees(
                 # the chains' own variances over the window, averaged across chains: early in
                 # warmup the chains have not met, and the spread between them is no scale
                 drawn = torch.stack(window, 1)[~stuck]
-                if dense:
+                if kind == "low_rank":
+                    inv_mass = pooled_low_rank(drawn, torch.stack(window_grad, 1)[~stuck])
+                elif dense:
                     inv_mass = regularised_covariance(drawn).mean(0, keepdim=True)
                 else:
                     inv_mass = regularised_variance(drawn, 1).mean(0).expand(B, D).clone()
-                window, window_lp = [], []
+                window, window_lp, window_grad = [], [], []
                 steps_b, c = find_step_size(
                     density, q_new, lp_new, g_new, inv_mass, torch.full((B,), step), gen
                 )
@@ -135,7 +146,8 @@ def chees(
     info = {
         "step_size": step,
         "trajectory_length": T,
-        "dense_mass": dense,
+        "dense_mass": kind == "dense",
+        "metric": kind,
         "restarted_chains": restarted,
     }
     state = {
@@ -145,3 +157,13 @@ def chees(
         "iterations": done + warmup + num_samples,
     }
     return Samples(draws, out, calls * B, info, state)
+
+
+def pooled_low_rank(draws: torch.Tensor, grads: torch.Tensor) -> torch.Tensor:
+    """One low-rank metric (1, D, D) for all chains from their window's draws and gradients
+    (chains, n, D): each chain's centred on its own means (early in warmup the chains have not
+    met, and the spread between them is no scale), then pooled as one window."""
+    D = draws.shape[-1]
+    xc = (draws - draws.mean(1, keepdim=True)).reshape(1, -1, D)
+    gc = (grads - grads.mean(1, keepdim=True)).reshape(1, -1, D)
+    return per_chain_metric(xc, "low_rank", gc)

@@ -14,7 +14,7 @@ import torch
 from .base import Density, Loop, Samples
 from .dual_averaging import find_step_size
 from .integrator import draw_momenta
-from .metric import initial_metric, momentum_map
+from .metric import initial_metric, metric_kind, momentum_map
 from .nuts_tree import (
     ASYNC_GROUPS,
     NUTS_STEP_NODES,
@@ -46,6 +46,7 @@ def nuts_sample(
     loop: Loop | None = None,
     warmup: int = 0,
     target_accept: float = 0.8,
+    metric: str | None = None,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor], int, torch.Tensor]:
     """``warmup`` adapting iterations, then ``num_samples`` NUTS draws, per chain, the chains
     asynchronous: each density call takes one leapfrog step in every chain's own tree, and a
@@ -55,7 +56,8 @@ def nuts_sample(
     sequential sampler; only the order of the random numbers differs. Returns the draws
     (chains, num_samples, D), their statistics, the number of density calls (the step-size
     heuristic's included), the final step sizes and the final metric. ``loop``: the driver's
-    hook (default: the step runs as written)."""
+    hook (default: the step runs as written). ``metric``: the kind warmup adapts (one of
+    :data:`~inference.samplers.metric.METRICS`; None: dense or diagonal as ``inv_mass`` is)."""
     loop = loop or Loop(density)
     B, D = q.shape
     dtype = q.dtype
@@ -85,7 +87,7 @@ def nuts_sample(
 
     begin(torch.ones(B, dtype=torch.bool), inv_mass)
     packed = pack(st)
-    adapt = PerChainAdaptation(step, warmup, target_accept, D) if warmup else None
+    adapt = PerChainAdaptation(step, warmup, target_accept, D, metric) if warmup else None
     eager = functools.partial(tree_step, eager=True)
     # a call's outputs are the state the next call takes, and read before the call after it
     step_fn = loop.step(tree_step, eager, reuse_outputs=True, nodes=NUTS_STEP_NODES)
@@ -155,6 +157,7 @@ def nuts(
     target_accept: float = 0.8,
     max_tree_depth: int = 10,
     dense_mass: bool | None = False,
+    metric: str | None = None,
     resume: dict[str, Any] | None = None,
 ) -> Samples:
     """NUTS for every chain of ``theta0`` (chains, D), the chains asynchronous in warmup and
@@ -165,14 +168,19 @@ def nuts(
     :data:`~inference.samplers.metric.DENSE_MAX_DIM` dimensions). Diagonal by default, as in
     Stan: estimated from one chain's window, a dense metric pays only where the posterior is
     correlated (linear_regression asks for it) and costs leapfrog steps elsewhere.
+    ``metric``: ``"diag"``, ``"dense"`` or ``"low_rank"`` (nutpie's low-rank-plus-diagonal
+    estimate from each window's draws and gradients,
+    :func:`~inference.samplers.metric.low_rank_metric`); None: as ``dense_mass`` says, which
+    must be left at its default or agree with ``metric``.
 
     ``resume``: a previous run's :attr:`Samples.state` (its step sizes and metrics): no
     warmup, the chains go on from ``theta0`` (their last draws) with them."""
     q = theta0
     logp, grad = density(q)
     B, D = q.shape
+    kind = metric_kind(D, metric, dense_mass, False)
     if resume is None:
-        inv_mass = initial_metric(B, D, dense_mass, q.dtype)
+        inv_mass = initial_metric(B, D, kind != "diag", q.dtype)  # a low-rank one held dense
         step, calls = find_step_size(
             density, q, logp, grad, inv_mass, torch.ones(B, dtype=q.dtype), gen
         )
@@ -180,9 +188,9 @@ def nuts(
         step, inv_mass, calls = resume["step_size"], resume["inv_mass"], 0
     draws, stats, c, step, inv_mass = nuts_sample(
         density, q, logp, grad, step, inv_mass, gen, num_samples, max_tree_depth,
-        loop=loop, warmup=warmup, target_accept=target_accept,
+        loop=loop, warmup=warmup, target_accept=target_accept, metric=kind,
     )  # fmt: skip
     stats["step_size"] = step[:, None].expand(B, num_samples)
-    info = {"step_size": step.tolist(), "dense_mass": inv_mass.dim() == 3}
+    info = {"step_size": step.tolist(), "dense_mass": kind == "dense", "metric": kind}
     state = {"step_size": step, "inv_mass": inv_mass}
     return Samples(draws, stats, (1 + calls + c) * B, info, state)

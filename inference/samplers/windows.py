@@ -115,13 +115,18 @@ class PerChainAdaptation:
     dual averaging of its step size (:class:`DualAveraging`, updated only in the rows whose
     chain emitted a warmup draw), its mass matrix re-estimated from its own draws at the end of
     each of Stan's windows (then the step-size heuristic and a restart), its final step size
-    the dual average's."""
+    the dual average's. ``kind``: the metric, one of
+    :data:`~inference.samplers.metric.METRICS` (a low-rank one keeps the draws' gradients too;
+    None: dense or diagonal as the metric it is given is)."""
 
-    def __init__(self, step: torch.Tensor, warmup: int, target: float, D: int) -> None:
-        self.da, self.warmup = DualAveraging(step, target), warmup
+    def __init__(
+        self, step: torch.Tensor, warmup: int, target: float, D: int, kind: str | None = None
+    ) -> None:
+        self.da, self.warmup, self.kind = DualAveraging(step, target), warmup, kind
         self.ends = stan_windows(warmup)
         self.starts = dict(zip(self.ends, [first_window_start(warmup), *self.ends], strict=False))
         self.window = torch.zeros(step.shape[0], max(warmup, 1), D, dtype=step.dtype)
+        self.grads = torch.zeros_like(self.window) if kind == "low_rank" else None
 
     def update(
         self,
@@ -145,15 +150,19 @@ class PerChainAdaptation:
         self.da.update(accept, rows)
         idx = rows.nonzero().squeeze(1)
         self.window[idx, it[idx]] = q[idx]
+        if self.grads is not None:
+            self.grads[idx, it[idx]] = grad[idx]
         calls = 0
         for end in self.ends:
             at_end = rows & (it + 1 == end)
             if not at_end.any():
                 continue
             r = at_end.nonzero().squeeze(1)
-            window = self.window[r, self.starts[end] : end]
+            span = slice(self.starts[end], end)
+            grads = None if self.grads is None else self.grads[r, span]
             inv_mass = inv_mass.clone()
-            inv_mass[r] = per_chain_metric(window, inv_mass.dim() == 3)
+            kind = self.kind or ("dense" if inv_mass.dim() == 3 else "diag")
+            inv_mass[r] = per_chain_metric(self.window[r, span], kind, grads)
             current = self.da.log_step.exp()
             found, c = find_step_size(density, q, logp, grad, inv_mass, current, gen)
             calls += c
