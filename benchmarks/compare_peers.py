@@ -255,16 +255,37 @@ class Clock:
         return t.user + t.system + t.children_user + t.children_system
 
 
+def engine_and_options(spec: str) -> tuple[str, dict[str, Any]]:
+    """``"nuts"`` or ``"nuts:metric=low_rank"`` -> the engine and its options (values parsed
+    as Python literals where they are one)."""
+    import ast
+
+    engine, _, rest = spec.partition(":")
+    options: dict[str, Any] = {}
+    for pair in (p for p in rest.split(":") if p):
+        key, eq, value = pair.partition("=")
+        if not eq:
+            raise ValueError(f"engine option {pair!r} is not key=value")
+        try:
+            options[key] = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            options[key] = value
+    return engine, options
+
+
 def run_zoo(
     name: str, engine: str, seed: int, sizes: tuple[int, int] | None, zoo_opts: dict[str, Any]
 ) -> Cell:
     """``zoo.run(name, engine, seed=seed)`` at the engine's defaults (or at ``sizes``), with
-    ``zoo_opts`` (``device``, ``num_chains``, ``ess``) where given."""
+    ``zoo_opts`` (``device``, ``num_chains``, ``ess``) where given; ``engine`` may carry
+    options (``nuts:metric=low_rank``)."""
     import zoo
 
+    engine, engine_opts = engine_and_options(engine)
     entry = zoo.get_model(name)
     spec = entry.engine_spec(engine)
     opts = {k: zoo_opts[k] for k in ("device", "num_chains", "ess") if zoo_opts.get(k) is not None}
+    opts.update(engine_opts)
     if sizes is not None:
         for key, value in zip(("warmup", "num_samples"), sizes, strict=True):
             if key in spec.defaults:
@@ -662,7 +683,7 @@ def missing_engine(model: str, engine: str) -> str | None:
     import zoo
 
     try:
-        zoo.get_model(model).engine_spec(engine)
+        zoo.get_model(model).engine_spec(engine_and_options(engine)[0])
     except ValueError as e:
         return str(e)
     return None
@@ -774,7 +795,11 @@ def write_results(
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--models", default=",".join(MODELS))
-    p.add_argument("--engines", default="nuts,chees", help="zoo engines (default: nuts,chees)")
+    p.add_argument(
+        "--engines",
+        default="nuts,chees,mams",
+        help="zoo engines, each with options as engine:key=value (default: nuts,chees,mams)",
+    )
     p.add_argument("--peers", default=",".join(DEFAULT_PEERS))
     p.add_argument("--quick", action="store_true", help="every tool at 200 warmup + 200 draws")
     p.add_argument("--draws", type=int, default=None, help="draws per chain, every tool")
@@ -915,6 +940,7 @@ PEER_LADDER = ((250, 250), (500, 500), (1000, 1000), (2000, 2000))
 LADDERS: dict[str, tuple[int, tuple[tuple[int, int], ...]]] = {
     "zoo:nuts": (8, ((200, 100), (500, 200), (1000, 500))),
     "zoo:chees": (8, ((200, 100), (500, 200), (1000, 500))),
+    "zoo:mams": (16, ((200, 100), (500, 200), (1000, 500))),
     "numpyro": (CHAINS, PEER_LADDER),
     "pymc": (CHAINS, PEER_LADDER),
     "nutpie": (CHAINS, PEER_LADDER),
@@ -925,6 +951,11 @@ LADDERS: dict[str, tuple[int, tuple[tuple[int, int], ...]]] = {
     "blackjax-chees": (16, ((200, 100), (300, 200), (500, 500), (1000, 1000))),
 }
 R_HAT_MAX = 1.01
+
+
+def ladder_key(tool: str) -> str:
+    """The key of ``tool``'s ladder: a zoo engine's without its options."""
+    return ":".join(tool.split(":")[:2]) if tool.startswith("zoo:") else tool
 
 
 def max_rhat(draws: dict[str, np.ndarray]) -> float:
@@ -956,7 +987,7 @@ class Attempt:
 def climb(model: str, tool: str, target: int, args: argparse.Namespace) -> list[Attempt]:
     """``tool``'s rungs on ``model``, each in a cold process, up to the first that reaches
     min bulk ESS >= ``target`` with every R-hat <= :data:`R_HAT_MAX`."""
-    chains, rungs = LADDERS[tool]
+    chains, rungs = LADDERS[ladder_key(tool)]
     tried = []
     for warmup, draws in rungs:
         opts = {**zoo_options(args), "num_chains": chains, "warm": False}
@@ -985,7 +1016,7 @@ def time_to_ess(args: argparse.Namespace, argv: list[str] | None) -> None:
     info = machine(args.device)
     tools = [f"zoo:{e}" for e in args.engines.split(",") if e]
     tools += [p for p in args.peers.split(",") if p and missing_peer(p) is None]
-    unknown = [t for t in tools if t not in LADDERS]
+    unknown = [t for t in tools if ladder_key(t) not in LADDERS]
     if unknown:
         sys.exit(f"no budget ladder for {', '.join(unknown)}")
     lines = [
@@ -1061,7 +1092,7 @@ def model_ratios(model: str, rows: list[Row]) -> list[tuple[str, str, float, str
         value = r.ess_per_s / best.ess_per_s if ok_run else math.nan
         cpu = r.ess_per_cpu_s / best_cpu.ess_per_cpu_s if ok_run else math.nan
         out.append((model, r.tool[4:], value, best.tool if best else "none ran", cpu))
-        for p in (p for p in peer_rows if MATCHED.get(p.tool) == r.tool[4:]):
+        for p in (p for p in peer_rows if MATCHED.get(p.tool) == r.tool[4:].partition(":")[0]):
             value = r.ess_per_s / p.ess_per_s if r.cell.error is None else math.nan
             cpu = r.ess_per_cpu_s / p.ess_per_cpu_s if r.cell.error is None else math.nan
             out.append((model, r.tool[4:], value, f"matched {p.tool}", cpu))

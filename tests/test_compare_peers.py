@@ -65,3 +65,16 @@ def test_time_to_ess_runs_the_zoo_with_its_target(tmp_path: Path, capsys) -> Non
     ratio = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("RATIO"))
     assert ratio.split()[1:3] == ["time-to-100", "gamma_poisson-chees"]
     assert math.isnan(float(ratio.split()[3]))  # no peer ran
+
+
+def test_engine_specs_carry_options() -> None:
+    assert cp.engine_and_options("nuts") == ("nuts", {})
+    assert cp.engine_and_options("nuts:metric=low_rank:dense_mass=True") == (
+        "nuts",
+        {"metric": "low_rank", "dense_mass": True},
+    )
+    assert cp.ladder_key("zoo:chees:metric=low_rank") == "zoo:chees"
+    for engine in ("nuts", "chees", "mams"):
+        assert f"zoo:{engine}" in cp.LADDERS
+    assert cp.missing_engine("eight_schools_noncentered", "nuts:metric=low_rank") is None
+    assert "nope" in cp.missing_engine("eight_schools_noncentered", "nope:x=1")
