@@ -19,7 +19,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..arviz_io import arviz
 from .base import Density, Loop, Samples
 from .dual_averaging import DualAveraging
 from .integrator import MAX_DELTA_ENERGY
@@ -201,7 +200,9 @@ def effective_per_draw(x: torch.Tensor) -> float:
     """The mean over coordinates of the ESS of the chains' draws ``x`` (chains, n, D), per draw."""
     # many chains of a short stretch: ArviZ warns that chains outnumber draws, as meant here
     with warnings.catch_warnings(), np.errstate(invalid="ignore", divide="ignore"):
-        warnings.simplefilter("ignore", UserWarning)
-        data = arviz().convert_to_dataset({"x": x.cpu().numpy().astype(np.float64)})
-        ess = arviz().ess(data, method="mean")["x"].values
+        warnings.simplefilter("ignore")
+        import arviz as az  # on first use: its import is most of a second
+
+        data = az.convert_to_dataset({"x": x.cpu().numpy().astype(np.float64)})
+        ess = az.ess(data, method="mean")["x"].values
     return float(np.nanmean(ess)) / (x.shape[0] * x.shape[1])
