@@ -16,25 +16,34 @@ Result = tuple[dict[str, np.ndarray], float, float, list[str]]
 
 
 def jax_density(model: Callable[[], None], seed: int, chains: int) -> tuple[Any, Any, Any]:
-    """The NumPyro model's log density on the unconstrained space (``-potential``), each
-    chain's start (uniform in (-2, 2) there, NumPyro's and Stan's default) as a dict of
-    (chains, ...) arrays, and the map back to the constrained sites of one draw."""
+    """The NumPyro model's log density on the unconstrained space (``-potential``) of one flat
+    vector (BlackJAX's ChEES broadcasts its weights against every leaf of a structured
+    position, which fails for a leaf with more dimensions than one), each chain's start
+    (uniform in (-2, 2) there, NumPyro's and Stan's default) as a (chains, D) array, and the
+    map from one flat draw to the model's constrained sites."""
     import jax
+    from jax.flatten_util import ravel_pytree
     from numpyro.infer.util import initialize_model
 
     keys = jax.random.split(jax.random.PRNGKey(seed), chains)
     info = initialize_model(keys, model)
-    potential, constrain = info.potential_fn, info.postprocess_fn
+    starts = info.param_info.z
+    _, unravel = ravel_pytree(jax.tree.map(lambda x: x[0], starts))
+    flat_starts = jax.vmap(lambda z: ravel_pytree(z)[0])(starts)
+    potential, postprocess = info.potential_fn, info.postprocess_fn
 
-    def logdensity(z: Any) -> Any:
-        return -potential(z)
+    def logdensity(x: Any) -> Any:
+        return -potential(unravel(x))
 
-    return logdensity, info.param_info.z, constrain
+    def constrain(x: Any) -> Any:
+        return postprocess(unravel(x))
+
+    return logdensity, flat_starts, constrain
 
 
 def constrained(constrain: Any, positions: Any, sites: tuple[str, ...]) -> dict[str, np.ndarray]:
-    """Draws on the unconstrained space, a dict of (chains, draws, ...) arrays, mapped to the
-    model's constrained sites."""
+    """Flat draws on the unconstrained space, (chains, draws, D), mapped to the model's
+    constrained sites."""
     import jax
 
     values = jax.vmap(jax.vmap(constrain))(positions)
@@ -153,7 +162,7 @@ def blackjax_chees(
 
     positions, steps, warm = run(jax.random.PRNGKey(seed), starts)
     # scan stacks draws first: (draws, chains, ...) -> (chains, draws, ...)
-    positions = jax.tree.map(lambda x: np.swapaxes(np.asarray(x), 0, 1), positions)
+    positions = np.swapaxes(np.asarray(positions), 0, 1)
     return constrained(constrain, positions, sites), float(steps), float(warm), []
 
 
