@@ -26,6 +26,7 @@ LAZY_OK = {
     "datasets/__init__.py",  # scikit-learn (a second) and pandas only when a loader runs
     "datasets/gym.py",  # inference_gym's data modules (0.7 MB of source) only when one is read
     "inference/arviz_io.py",  # ArviZ on first use: listing or registering models needs none
+    "inference/samplers/mams.py",  # ArviZ's ESS when mams tunes L (a kernel imports no arviz_io)
     # torch's and Pyro's private parts only where their versions are verified (backend/versions)
     "inference/backend/compile.py",  # and TorchInductor (half a second) only when compiling
     "inference/backend/contraction.py",
