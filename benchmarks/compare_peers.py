@@ -55,6 +55,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from engine_specs import parse_engine, split_engines  # a file beside this one
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ("eight_schools_noncentered", "logistic_regression", "gaussian_mixture", "naive_bayes")
@@ -255,24 +256,6 @@ class Clock:
         return t.user + t.system + t.children_user + t.children_system
 
 
-def engine_and_options(spec: str) -> tuple[str, dict[str, Any]]:
-    """``"nuts"`` or ``"nuts:metric=low_rank"`` -> the engine and its options (values parsed
-    as Python literals where they are one)."""
-    import ast
-
-    engine, _, rest = spec.partition(":")
-    options: dict[str, Any] = {}
-    for pair in (p for p in rest.split(":") if p):
-        key, eq, value = pair.partition("=")
-        if not eq:
-            raise ValueError(f"engine option {pair!r} is not key=value")
-        try:
-            options[key] = ast.literal_eval(value)
-        except (ValueError, SyntaxError):
-            options[key] = value
-    return engine, options
-
-
 def run_zoo(
     name: str, engine: str, seed: int, sizes: tuple[int, int] | None, zoo_opts: dict[str, Any]
 ) -> Cell:
@@ -281,7 +264,7 @@ def run_zoo(
     options (``nuts:metric=low_rank``)."""
     import zoo
 
-    engine, engine_opts = engine_and_options(engine)
+    engine, engine_opts = parse_engine(engine)
     entry = zoo.get_model(name)
     spec = entry.engine_spec(engine)
     opts = {k: zoo_opts[k] for k in ("device", "num_chains", "ess") if zoo_opts.get(k) is not None}
@@ -683,7 +666,7 @@ def missing_engine(model: str, engine: str) -> str | None:
     import zoo
 
     try:
-        zoo.get_model(model).engine_spec(engine_and_options(engine)[0])
+        zoo.get_model(model).engine_spec(parse_engine(engine)[0])
     except ValueError as e:
         return str(e)
     return None
@@ -866,7 +849,7 @@ def main(argv: list[str] | None = None) -> None:
     info = machine(args.device)  # the load average before any work
     sizes = (args.warmup, args.draws) if args.draws is not None else None
     models = [m for m in args.models.split(",") if m]
-    engines = [e for e in args.engines.split(",") if e]
+    engines = split_engines(args.engines)
     skipped: list[str] = []
     peers = []
     for peer in (p for p in args.peers.split(",") if p):
@@ -1014,7 +997,7 @@ def time_to_ess(args: argparse.Namespace, argv: list[str] | None) -> None:
     ``RATIO time-to-N <model>-<engine> <best peer's wall ÷ the zoo's>`` (higher is better)."""
     target = args.time_to_ess
     info = machine(args.device)
-    tools = [f"zoo:{e}" for e in args.engines.split(",") if e]
+    tools = [f"zoo:{e}" for e in split_engines(args.engines)]
     tools += [p for p in args.peers.split(",") if p and missing_peer(p) is None]
     unknown = [t for t in tools if ladder_key(t) not in LADDERS]
     if unknown:

@@ -25,7 +25,6 @@ Engines the installed zoo lacks (an unknown engine or option) are skipped with a
 from __future__ import annotations
 
 import argparse
-import ast
 import datetime
 import json
 import math
@@ -36,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from engine_specs import parse_engine, split_engines  # noqa: E402  (a file beside this one)
 
 import zoo
 
@@ -247,38 +247,6 @@ def make_reference(target: str, draws: int, chains: int, seed: int) -> dict[str,
 
 
 # ------------------------------------------------------------------------- the engines
-
-
-def parse_engine(spec: str) -> tuple[str, dict[str, Any]]:
-    """``nuts:metric=low_rank,dense_mass=True`` -> ("nuts", {...}); values as Python literals
-    where they parse, strings otherwise."""
-    name, _, rest = spec.partition(":")
-    options: dict[str, Any] = {}
-    for item in filter(None, rest.split(",")):
-        key, eq, value = item.partition("=")
-        if not eq:
-            raise ValueError(f"engine option {item!r} in {spec!r} is not key=value")
-        try:
-            options[key] = ast.literal_eval(value)
-        except (ValueError, SyntaxError):
-            options[key] = value
-    return name, options
-
-
-def split_engines(text: str) -> list[str]:
-    """Engine specs separated by ',' or ';': a piece ``key=value`` without ``:`` is one more
-    option of the spec before it (``nuts,chees:metric=low_rank,dense_mass=True``)."""
-    specs: list[str] = []
-    for piece in (s.strip() for s in text.replace(";", ",").split(",")):
-        if not piece:
-            continue
-        if "=" in piece and ":" not in piece:
-            if not specs:
-                raise ValueError(f"engine option {piece!r} comes before any engine")
-            specs[-1] += "," + piece
-        else:
-            specs.append(piece)
-    return specs
 
 
 def draw_gradients(run: zoo.Run) -> np.ndarray:

@@ -68,8 +68,12 @@ def test_time_to_ess_runs_the_zoo_with_its_target(tmp_path: Path, capsys) -> Non
 
 
 def test_engine_specs_carry_options() -> None:
-    assert cp.engine_and_options("nuts") == ("nuts", {})
-    assert cp.engine_and_options("nuts:metric=low_rank:dense_mass=True") == (
+    assert cp.parse_engine("nuts") == ("nuts", {})
+    assert cp.split_engines("nuts:metric=low_rank,dense_mass=True,chees") == [
+        "nuts:metric=low_rank,dense_mass=True",
+        "chees",
+    ]
+    assert cp.parse_engine("nuts:metric=low_rank,dense_mass=True") == (
         "nuts",
         {"metric": "low_rank", "dense_mass": True},
     )
