@@ -17,6 +17,8 @@ SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "gradients_to_bias
 
 @pytest.fixture(scope="module")
 def g2b():
+    if str(SCRIPT.parent) not in sys.path:  # the script imports engine_specs beside it
+        sys.path.insert(0, str(SCRIPT.parent))
     spec = importlib.util.spec_from_file_location("gradients_to_bias", SCRIPT)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # its dataclasses look their module up
