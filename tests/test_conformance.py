@@ -38,7 +38,7 @@ SLOW_CELLS = {
     ("gaussian_mixture", "nuts"),
     ("eight_schools", "nuts"),
     ("naive_bayes", "nuts"),
-    # 6-14 s each on loaded cores: test_mams checks mams against closed forms and by SBC; its
+    # the slowest mams cells: test_mams checks mams against closed forms and by SBC; its
     # other models' cells stay in the default run
     ("gaussian_mixture", "mams"),
     ("naive_bayes", "mams"),
