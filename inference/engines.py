@@ -33,6 +33,7 @@ from .reference import call_reference, in_float64, options_of, to_run
 from .results import Run, ZooError
 from .runtime import device_of
 from .samplers import Samples
+from .samplers.driver import target_sizes
 from .samplers.metric import METRICS
 from .structure import ModelStructure, inspect_model
 from .svi import ELBOS, GUIDES, svi_engine
@@ -446,7 +447,14 @@ def check_options(spec: EngineSpec, options: Mapping[str, Any]) -> dict[str, Any
                 raise ZooError(f"option 'device': {e}") from None
             continue
         _like_default(key, value, defaults[key])
-    return {**defaults, **options, **normalised}
+    checked = {**defaults, **options, **normalised}
+    if (
+        checked.get("ess") is not None
+        and "num_samples" in defaults
+        and "num_samples" not in options
+    ):
+        checked.update(target_sizes(defaults, options))
+    return checked
 
 
 def _is_number(x: Any) -> bool:

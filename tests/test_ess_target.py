@@ -9,7 +9,7 @@ import torch
 
 import zoo
 from zoo_inference.samplers import Samples
-from zoo_inference.samplers.driver import R_HAT_TARGET, next_block
+from zoo_inference.samplers.driver import FIRST_BLOCK, R_HAT_TARGET, TARGET_CHAINS, next_block
 
 FAST = {"num_chains": 4, "chain_groups": 1, "parallel": False}
 SAMPLERS = {
@@ -86,11 +86,32 @@ def test_a_run_that_cannot_reach_the_target_says_so():
     assert run.idata.posterior.sizes["draw"] == 300
 
 
-def test_block_sizes_follow_the_ess_and_stay_under_the_limit():
-    assert next_block(100, 100.0, 400.0, 10_000) == 340  # 4x the draws, a tenth to spare
-    assert next_block(100, 390.0, 400.0, 10_000) == 25  # at least a quarter more
-    assert next_block(100, 0.0, 400.0, 1000) == 900  # no ESS yet: up to the limit
-    assert next_block(900, 10.0, 400.0, 1000) == 100
+def test_block_sizes_follow_the_ess_and_r_hat_and_stay_under_the_limit():
+    ok = R_HAT_TARGET  # an R-hat already at the target asks nothing
+    assert next_block(100, 100.0, ok, 400.0, 10_000) == 300  # 4x, less the cap of 3x more
+    assert next_block(100, 200.0, ok, 400.0, 10_000) == 120  # 2x the draws, a tenth to spare
+    assert next_block(100, 390.0, ok, 400.0, 10_000) == 25  # at least a quarter more
+    assert next_block(100, 0.0, ok, 400.0, 10_000) == 300  # no ESS yet: three times as many
+    assert next_block(900, 10.0, ok, 400.0, 1000) == 100  # at most what the limit leaves
+    # R-hat's excess shrinks as 1 / draws: 1.02 asks twice the draws, whatever the ESS
+    assert next_block(100, 1000.0, 1.02, 400.0, 10_000) == 120
+    assert next_block(100, 1000.0, float("nan"), 400.0, 10_000) == 25
+
+
+def test_a_target_without_sizes_starts_small_and_keeps_the_engines_limit():
+    """Given ``ess`` and no ``num_samples``, the first block is FIRST_BLOCK draws a chain on at
+    most TARGET_CHAINS chains (the target, not the engine's fixed-run sizes, decides the
+    draws), the limit still ten times the engine's draws; sizes given are kept."""
+    spec = zoo.get_model("normal_normal").engine_spec("chees")
+    run = zoo.run("normal_normal", "chees", seed=1, ess=200, warmup=150, parallel=False)
+    assert run.options["num_samples"] == FIRST_BLOCK
+    assert run.options["num_chains"] == TARGET_CHAINS < spec.defaults["num_chains"]
+    assert run.options["max_draws"] == 10 * spec.defaults["num_samples"]
+    assert run.diagnostics["stopped"] == "target reached"
+    assert run.idata.posterior.sizes["chain"] == TARGET_CHAINS
+    given = zoo.run("normal_normal", "mh", seed=1, ess=50, num_samples=300, num_chains=3)
+    assert given.options["num_samples"] == 300 and given.options["num_chains"] == 3
+    assert given.idata.posterior.sizes["draw"] >= 300
 
 
 @pytest.mark.parametrize(

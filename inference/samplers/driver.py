@@ -14,6 +14,7 @@ and in :func:`sample_chains`, :class:`~inference.density.BatchedDensity`'s ``sta
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -187,6 +188,22 @@ class Sampled:
 INITS = (None, "pathfinder")  # the chains' starts: the density's own, or Pathfinder's draws
 R_HAT_TARGET = 1.01  # an ESS target also asks every R-hat to be at most this
 MAX_DRAWS_FACTOR = 10  # default limit of a run to an ESS target: this many times num_samples
+FIRST_BLOCK = 100  # draws a chain first, in a run to an ESS target that names no num_samples
+TARGET_CHAINS = 8  # chains of a run to an ESS target that names no num_chains (at most)
+
+
+def target_sizes(defaults: dict[str, Any], options: dict[str, Any]) -> dict[str, Any]:
+    """The sizes of a run to an ESS target whose ``options`` name no ``num_samples``: the
+    target decides the draws, so the first block is short (:data:`FIRST_BLOCK` draws a chain,
+    or fewer where the engine's ``num_samples`` or ``max_draws`` is smaller), the limit is what
+    it would have been (:data:`MAX_DRAWS_FACTOR` times the engine's ``num_samples``) and, unless
+    the options name them, the chains are at most :data:`TARGET_CHAINS`: R-hat <= 1.01 asks a
+    few hundred draws of every chain, so more chains only draw an ESS past the target."""
+    limit = options.get("max_draws") or MAX_DRAWS_FACTOR * defaults["num_samples"]
+    sizes = {"num_samples": min(FIRST_BLOCK, defaults["num_samples"], limit), "max_draws": limit}
+    if "num_chains" in defaults and "num_chains" not in options:
+        sizes["num_chains"] = min(defaults["num_chains"] or TARGET_CHAINS, TARGET_CHAINS)
+    return sizes
 
 
 def sample_chains(
@@ -304,7 +321,7 @@ def sample_chains(
             reached = least >= ess and worst <= R_HAT_TARGET
             if reached or drawn >= limit:
                 break
-            block[:] = [next_block(drawn, least, ess, limit), 0]
+            block[:] = [next_block(drawn, least, worst, ess, limit), 0]
             previous[:] = parts
             more = map_indices(one, groups, workers)
             parts = [joined(a, b) for a, b in zip(parts, more, strict=True)]
@@ -341,11 +358,18 @@ def convergence(flat: dict[str, torch.Tensor], theta: torch.Tensor) -> tuple[flo
     return least, worst
 
 
-def next_block(drawn: int, least: float, target: float, limit: int) -> int:
-    """Draws a chain for the next block of a run to an ESS target: the ESS so far scaled to the
-    target (ESS grows about linearly with the draws), with a tenth to spare, at least a quarter
-    of the draws so far (R-hat may be what is missing) and at most what the limit leaves."""
-    need = drawn * target / max(least, 1.0) * 1.1 - drawn
+def next_block(drawn: int, least: float, worst: float, target: float, limit: int) -> int:
+    """Draws a chain for the next block of a run to an ESS target, from the least ESS and the
+    largest R-hat so far: the draws scaled so that the ESS reaches the target (ESS grows about
+    linearly with the draws) and R-hat's excess over 1 falls to :data:`R_HAT_TARGET`'s (it
+    shrinks about as 1 / draws: its bias and its noise both go as tau / 2n), whichever asks more,
+    with a tenth to spare; at least a quarter of the draws so far, at most three times as many
+    (an ESS or R-hat of short chains extrapolates poorly: the chains may still be settling) and
+    at most what the limit leaves."""
+    scale = target / max(least, 1.0)
+    if math.isfinite(worst) and worst > R_HAT_TARGET:
+        scale = max(scale, (worst - 1) / (R_HAT_TARGET - 1))
+    need = min(drawn * scale * 1.1 - drawn, 3 * drawn)
     return int(min(max(need, drawn / 4, 1), limit - drawn))
 
 
