@@ -20,7 +20,8 @@ tool's smallest budget (``LADDERS``) whose cold run reaches min bulk ESS >= N wi
 Peers need the extra ``peers`` (``pip install -e ".[peers]"``); a missing one is skipped with a
 message, as is a zoo engine the zoo does not have. Every (model, tool) cell runs in a fresh
 Python process (no tool's threads or forks meet another's); its wall time covers model building,
-compilation, warmup and sampling (imports excluded). ESS is ``arviz.ess`` (bulk) of the draws
+compilation, warmup and sampling (imports excluded, the zoo's first-use imports too:
+``import_zoo``). ESS is ``arviz.ess`` (bulk) of the draws
 arranged (chain, draw), computed here the same way for every tool; a cell's figure is the minimum
 over every element of the model's continuous sample sites. Prints one line per zoo engine and
 model, ``RATIO <model>-<engine> <zoo ESS/s / best peer ESS/s>`` (higher is better), and writes
@@ -256,6 +257,20 @@ class Clock:
         return t.user + t.system + t.children_user + t.children_system
 
 
+def import_zoo() -> None:
+    """Import what a zoo run imports on first use, before its cell's clock starts, as every
+    peer's cell imports its tool first: the facade's engines (zoo_inference, pyro, torch),
+    ArviZ for the Run's diagnostics with the dask.array that xarray looks for, and
+    torch._dynamo, which functorch's first gradient imports."""
+    import arviz  # noqa: F401
+    import dask.array  # noqa: F401
+    import torch._dynamo  # noqa: F401
+
+    import zoo
+
+    zoo.run  # noqa: B018 - the facade imports its engines on first access
+
+
 def run_zoo(
     name: str, engine: str, seed: int, sizes: tuple[int, int] | None, zoo_opts: dict[str, Any]
 ) -> Cell:
@@ -264,6 +279,7 @@ def run_zoo(
     options (``nuts:metric=low_rank``)."""
     import zoo
 
+    import_zoo()
     engine, engine_opts = parse_engine(engine)
     entry = zoo.get_model(name)
     spec = entry.engine_spec(engine)
