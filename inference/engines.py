@@ -34,6 +34,7 @@ from .results import Run, ZooError
 from .runtime import device_of
 from .samplers import Samples
 from .samplers.metric import METRICS
+from .samplers.trajectory import CRITERIA
 from .structure import ModelStructure, inspect_model
 from .svi import ELBOS, GUIDES, svi_engine
 
@@ -73,6 +74,7 @@ CHOICES: dict[str, tuple[Any, ...]] = {
     "e_step": E_STEPS,
     "envelope": ENVELOPES,
     "metric": METRICS,
+    "criterion": CRITERIA,
 }
 FLAGS_OR_AUTO = {"jit", "dense_mass"}  # True, False or None (decide by the work)
 
