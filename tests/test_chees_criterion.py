@@ -1,7 +1,7 @@
 """The chees engine's trajectory criteria: ChEES and ChEES per gradient (fun_mc's
 ``chees_per_grad_criterion``). The gradient estimate of each against the derivative of its
 closed-form expectation on a Gaussian; the adapted trajectory on a badly scaled Gaussian; the
-option's refusal of an unknown value."""
+sampler's refusal of an unknown one."""
 
 from __future__ import annotations
 
@@ -105,8 +105,8 @@ def test_the_engine_passes_its_criterion_on():
     assert T["chees"] != T["chees_per_grad"], T
 
 
-def test_an_unknown_criterion_is_refused():
-    with pytest.raises(zoo.ZooError, match="'criterion' must be one of"):
-        zoo.run("eight_schools_noncentered", "chees", criterion="chees_per_gradient")
+def test_the_sampler_refuses_an_unknown_criterion():
+    """The engine's option is checked before any work (tests/test_bad_input.py); the sampler,
+    called directly, refuses one too."""
     with pytest.raises(ValueError, match="criterion must be one of"):
         TrajectoryLength(0.1, 0.05, 1000, "ess")
