@@ -5,7 +5,9 @@ sampler's refusal of an unknown one."""
 
 from __future__ import annotations
 
+import importlib.util
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -110,3 +112,24 @@ def test_the_sampler_refuses_an_unknown_criterion():
     called directly, refuses one too."""
     with pytest.raises(ValueError, match="criterion must be one of"):
         TrajectoryLength(0.1, 0.05, 1000, "ess")
+
+
+def test_the_benchmark_divides_the_seeds_mean_effective_draws_per_gradient():
+    """benchmarks/chees_criterion.py's summary: per model and criterion the mean over seeds of
+    1000 ESS / gradients, and the ratio of per_grad's mean to chees's."""
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "chees_criterion.py"
+    spec = importlib.util.spec_from_file_location("chees_criterion", script)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+
+    def row(criterion, seed, ess, total_grads):
+        fixed = {"rhat": 1.001, "draw_grads": 1e4, "T": 1.0, "n_steps": 2.0}
+        return {"model": "m", "criterion": criterion, "seed": seed, "ess": ess, **fixed,
+                "total_grads": total_grads}  # fmt: skip
+
+    rows = [row("chees", 0, 100, 2e4), row("chees", 1, 300, 2e4)]
+    rows.append(row("chees_per_grad", 0, 300, 1e4))
+    lines = bench.summary(rows, ["m"])
+    assert "| m | chees | 20.0 (10.0–30.0) | 10.0 (5.0–15.0) |" in lines[2]
+    ratio = "- m: chees_per_grad / chees = 1.50 (draw gradients), 3.00 (total gradients)"
+    assert lines[-1] == ratio
