@@ -35,6 +35,7 @@ from .runtime import device_of
 from .samplers import Samples
 from .samplers.driver import target_sizes
 from .samplers.metric import METRICS
+from .samplers.trajectory import CRITERIA
 from .structure import ModelStructure, inspect_model
 from .svi import ELBOS, GUIDES, svi_engine
 
@@ -74,6 +75,7 @@ CHOICES: dict[str, tuple[Any, ...]] = {
     "e_step": E_STEPS,
     "envelope": ENVELOPES,
     "metric": METRICS,
+    "criterion": CRITERIA,
 }
 FLAGS_OR_AUTO = {"jit", "dense_mass"}  # True, False or None (decide by the work)
 

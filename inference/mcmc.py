@@ -351,6 +351,7 @@ def chees_engine(
     max_steps: int = 1000,
     dense_mass: bool | None = None,
     metric: str | None = None,
+    criterion: str = "chees",
     parallel: bool = True,
     device: str = "cpu",
     chain_groups: int | None = None,
@@ -363,7 +364,12 @@ def chees_engine(
     four chains started together. ``dense_mass``: a full-covariance metric (``None``: dense up to
     100 dimensions, diagonal above). ``metric``: ``"diag"``, ``"dense"`` or ``"low_rank"``
     (nutpie's low-rank-plus-diagonal adaptation, pooled over the chains); None: as
-    ``dense_mass`` says."""
+    ``dense_mass`` says. ``criterion``: what the trajectory length's adaptation maximises,
+    ``"chees"`` (the ChEES criterion, as TFP's GradientBasedTrajectoryLengthAdaptation) or
+    ``"chees_per_grad"``: ChEES per gradient, E[ChEES / (2 u T + h / 2)] (the same authors'
+    fun_mc library, ``chees_per_grad_criterion`` in tensorflow/probability
+    spinoffs/fun_mc/fun_mc/sga_hmc.py), which weighs ChEES against the leapfrog steps it
+    costs and so keeps away from long trajectories that gain little."""
     _check_metric(metric, dense_mass, None)
     return grouped_run(
         ctx,
@@ -385,6 +391,7 @@ def chees_engine(
         max_steps=max_steps,
         dense_mass=dense_mass,
         metric=metric,
+        criterion=criterion,
     )
 
 

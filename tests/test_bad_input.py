@@ -115,6 +115,7 @@ API = [
     P(lambda: zoo.run("three_coin", "svi", guide="gaussian"), r"'guide' must be one of", id="guide-unknown"),
     P(lambda: zoo.run("three_coin", "svi", guide="mvm"), r"'guide' must be one of .*did you mean 'mvn'", id="guide-typo"),
     P(lambda: zoo.run("three_coin", "chees", dense_mass="yes"), r"'dense_mass' must be True, False or None \(auto\)", id="dense_mass-string"),
+    P(lambda: zoo.run("three_coin", "chees", criterion="chees_per_gradient"), r"option 'criterion' must be one of \['chees', 'chees_per_grad'\].*did you mean 'chees_per_grad'", id="criterion-typo"),
     P(lambda: zoo.run("three_coin", "nuts", device="gpu"), r"option 'device': device must be 'cpu' or 'cuda\[:N\]', got 'gpu'", id="device-unknown"),
     P(lambda: zoo.run("three_coin", "nuts", device=0.5), r"option 'device': device must be 'cpu' or 'cuda\[:N\]', got 0.5", id="device-number"),
     P(lambda: zoo.run("three_coin", "chees", device="cuda"), r"option 'device': device 'cuda' asks for a GPU, but torch .* sees none", id="device-no-gpu", marks=pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is here")),

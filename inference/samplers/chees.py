@@ -32,6 +32,7 @@ def chees(
     max_steps: int = 1000,
     dense_mass: bool | None = None,
     metric: str | None = None,
+    criterion: str = "chees",
     resume: dict[str, Any] | None = None,
 ) -> Samples:
     """ChEES-HMC: one step size and one trajectory length T for all chains, adapted in warmup;
@@ -45,7 +46,9 @@ def chees(
     ``"dense"`` or ``"low_rank"`` (nutpie's estimate,
     :func:`~inference.samplers.metric.low_rank_metric`, from the window's draws and gradients,
     each chain's centred on its own means, pooled); None: as ``dense_mass`` says, which must be
-    left at its default or agree with ``metric``.
+    left at its default or agree with ``metric``. ``criterion``: what T's adaptation maximises,
+    ``"chees"`` (the ChEES criterion) or ``"chees_per_grad"`` (ChEES per gradient, as fun_mc's
+    ``chees_per_grad_criterion``: shorter trajectories where ChEES gains little from long ones).
 
     At each window's end a chain stuck far below the others
     (:func:`~inference.samplers.trajectory.stuck_chains`) is restarted where a chain that is not
@@ -74,7 +77,7 @@ def chees(
     else:
         step, inv_mass, done = resume["step_size"], resume["inv_mass"], resume["iterations"]
     da = DualAveraging(torch.tensor([step], dtype=dtype), target_accept)
-    trajectory = TrajectoryLength(step, learning_rate, max_steps)
+    trajectory = TrajectoryLength(step, learning_rate, max_steps, criterion)
     ends = set(stan_windows(warmup))
     window: list[torch.Tensor] = []
     window_lp: list[torch.Tensor] = []
@@ -102,8 +105,9 @@ def chees(
             # step size: dual averaging on the harmonic mean of acceptance
             # (a chain stuck far out accepts nothing: 0.01 keeps it from zeroing the mean)
             harmonic = 1.0 / (1.0 / acc[ok].clamp(min=0.01)).mean() if ok.any() else 0.0
+            leap_step = step
             step = float(da.update(torch.as_tensor([float(harmonic)], dtype=dtype))[0])
-            trajectory.update(u, q, proposal, p_end, acc, ok, inv_mass, step)
+            trajectory.update(u, q, proposal, p_end, acc, ok, inv_mass, step, leap_step)
             T = trajectory.T
             window.append(q_new)
             window_lp.append(lp_new)
