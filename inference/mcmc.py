@@ -9,10 +9,11 @@ independent check.
 Every sampler engine here can run to a target instead of a fixed number of draws: ``ess=400``
 warms up once, then draws in blocks until every continuous parameter has a bulk ESS of 400 and
 an R-hat of at most 1.01, or the chains hold ``max_draws`` draws each (default ten times the
-engine's ``num_samples``; given no ``num_samples``, the first block is short and the chains at
-most 8: :func:`~inference.samplers.driver.target_sizes`); the Run's diagnostics say how many draws it took (``draws_per_chain``,
-``blocks``) and why it stopped (``stopped``), and a run stopped by the limit warns. With
-``init="pathfinder"`` the chains start from draws of a Pathfinder run (:mod:`inference.pathfinder`)
+engine's ``num_samples``; given no ``num_samples``, the first block is short and the chains
+at most 8: :func:`~inference.samplers.driver.target_sizes`); the Run's diagnostics say how
+many draws it took (``draws_per_chain``, ``blocks``) and why it stopped (``stopped``), and a
+run stopped by the limit warns. With ``init="pathfinder"`` the chains start from draws of a
+Pathfinder run (:mod:`inference.pathfinder`)
 instead of Uniform(-2, 2) on the unconstrained space."""
 
 from __future__ import annotations
