@@ -1,8 +1,13 @@
 """The Inference Gym's targets (zoo/models/gym.py): each model's log density at a fixed point
-against the Gym's formula written out again in scipy; the Gym's data and published truth load
-with the Gym's shapes; NUTS against the analytic truths; the heavier targets marked slow."""
+against the Gym's formula written out again in scipy, and at saved points against the Gym's own
+log density; the Gym's data and published truth load with the Gym's shapes; NUTS against the
+analytic truths; the heavier targets marked slow."""
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyro
@@ -19,10 +24,11 @@ from zoo_datasets import gym
 Z = 5.0  # Monte-Carlo z-score allowed
 
 
-def log_joint(name: str, point: dict[str, np.ndarray]) -> float:
-    """The zoo model's log joint (priors and likelihood) at ``point``, in float64."""
+def log_joint(name: str, point: dict[str, Any], data: dict[str, Any] | None = None) -> float:
+    """The zoo model's log joint (priors and likelihood) at ``point``, in float64, on ``data``
+    (default: the model's own)."""
     entry = zoo.get_model(name)
-    data = entry.load_data()
+    data = entry.load_data() if data is None else data
     values = {k: torch.as_tensor(np.asarray(v, dtype=float)) for k, v in point.items()}
     with pyro.validation_enabled(False):
         tr = poutine.trace(poutine.condition(entry.model, data=values)).get_trace(**data)
@@ -165,6 +171,36 @@ def test_radon_density_and_data() -> None:
         "log_radon_scale": sigma,
     }
     assert log_joint("gym_radon", point) == pytest.approx(want, rel=1e-6)
+
+
+GYM_LOG_DENSITIES = Path(__file__).parent / "data" / "gym_log_densities.json"
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "gym_banana",
+        "gym_neals_funnel",
+        "gym_ill_conditioned_gaussian",
+        "gym_brownian_motion",
+        "gym_item_response_theory",
+        "gym_stochastic_volatility_small",
+        "gym_stochastic_volatility",
+        "gym_radon",
+    ],
+)
+def test_log_density_is_the_gyms(name: str) -> None:
+    """The zoo's log joint equals the Gym's own unnormalized_log_prob at the points saved by
+    benchmarks/gym_log_densities.py (TFP's NumPy substrate; the additive constant is zero)."""
+    saved = json.loads(GYM_LOG_DENSITIES.read_text())["targets"][name]
+    data = None
+    if name == "gym_ill_conditioned_gaussian":  # the Gym rounds its covariance to float32
+        cov32 = gym_models.icg_covariance().astype(np.float32).astype(float)
+        data = {"scale_tril": torch.as_tensor(np.linalg.cholesky(cov32))}
+    assert len(saved["points"]) >= 2
+    for point, want in zip(saved["points"], saved["gym_log_prob"], strict=True):
+        got = log_joint(name, point, data)
+        assert got == pytest.approx(want, rel=1e-7, abs=1e-6)
 
 
 def test_sp500_returns_are_the_gyms() -> None:
