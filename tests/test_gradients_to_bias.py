@@ -108,6 +108,13 @@ def test_second_moments_follow_the_truths_sites(g2b):
         "gym_radon", {"gym_radon": {"var_x2": list(range(91)), "how": "t"}}
     )
     assert source == "reference run: t" and var[5] == 5.0
+    ref = {"var_x2": [1.0] * 91, "ex2": list(ex2), "how": "t"}
+    ref["ex2"][3] += 0.5  # the run's own E[x²] off by half an sd of x² at county_effect[1]
+    sites, ex2, var, source = g2b.second_moments("gym_radon", {"gym_radon": ref})
+    assert source == (
+        f"reference run: t; its own b² against the truth: max 0.25 (county_effect[1]), "
+        f"avg {0.25 / 91:.3g}"
+    )
 
 
 def test_brownian_motion_second_moments_are_exact(g2b):
