@@ -1,19 +1,19 @@
 """The Inference Gym's own log densities at a few points of each target the zoo writes
-(zoo/models/gym.py), saved for tests/test_gym.py, which checks the zoo's log joint against them
-up to one additive constant per target (CI has no TensorFlow Probability).
+(zoo/models/gym.py), saved for tests/test_gym.py, which checks that the zoo's log joint is
+equal to them (CI has no TensorFlow Probability).
 
     python benchmarks/gym_log_densities.py [--points 3] [--seed 0] \
         [--out tests/data/gym_log_densities.json]
 
-Needs ``inference_gym`` and ``tensorflow-probability`` (its NumPy substrate: ``from
-inference_gym import using_numpy``; TFP 0.25's JAX substrate does not import with JAX 0.10).
-Each point is the published truth's mean plus one truth sd times a standard normal draw per
-element (positive sites by absolute value, the persistence clipped into (-1, 1)), rounded to 8
-significant digits; the Gym's ``unnormalized_log_prob`` (prior plus likelihood, constrained
-space) is computed at the rounded point (in float64: the Gym's data are cast up, except the
-ill-conditioned Gaussian's covariance, which the Gym rounds to float32 before its Cholesky
-factor; tests/test_gym.py gives the zoo's model that rounded factor there). Radon's Gym
-target is built from the zoo's vendored Minnesota data (the Gym reads it through TensorFlow
+Needs ``inference_gym`` and ``tensorflow-probability`` (the ``gym-reference`` extra; its NumPy
+substrate: ``from inference_gym import using_numpy``; TFP 0.25's JAX substrate does not import
+with JAX 0.10). Each point is the zoo's truth mean plus one truth sd times a standard normal
+draw per element (positive sites by absolute value, the persistence clipped into (-1, 1)),
+rounded to 8 significant digits; the Gym's ``unnormalized_log_prob`` (prior plus likelihood,
+constrained space) is computed at the rounded point (in float64: the Gym's data are cast up,
+except the ill-conditioned Gaussian's covariance, which the Gym rounds to float32 before its
+Cholesky factor; tests/test_gym.py gives the zoo's model that rounded factor there). Radon's
+Gym target is built from the zoo's vendored Minnesota data (the Gym reads it through TensorFlow
 Datasets, which downloads): it checks the model's formula, and tests/test_gym.py checks the
 data's preprocessing.
 """
