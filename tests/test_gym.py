@@ -298,7 +298,7 @@ def test_brownian_smoother_matches_the_gyms_known_scale_truth() -> None:
 
 def test_brownian_exact_truth() -> None:
     """The exact truth: converged in the grid (201 against 401 points per log-scale), on any
-    data, and a clear error where the posterior leaves the grid."""
+    data, a clear error where the posterior leaves the grid, and the scales' exact densities."""
     y = gym.brownian_motion_observations()
     coarse, fine = (gym_models.brownian_motion_moments(y, n) for n in (201, 401))
     for site in (*BM_SCALES, "locs"):
@@ -316,6 +316,13 @@ def test_brownian_exact_truth() -> None:
         assert 1.5 < doubled.mean[site] / truth.mean[site] < 2.5
     with pytest.raises(ValueError, match="edge of the log-scale grid"):
         gym_models.brownian_motion_moments(np.zeros(30))
+    x = np.linspace(0.0, 1.5, 30001)  # the scales' exact densities: their moments again
+    for site in BM_SCALES:
+        d = truth.density[site](x)
+        assert np.trapezoid(d, x) == pytest.approx(1.0, abs=1e-6)
+        assert np.trapezoid(x * d, x) == pytest.approx(truth.mean[site], rel=1e-8)
+    with pytest.raises(ValueError, match="only for"):
+        gym_models.brownian_motion_scale_density(y, "locs")
 
 
 def test_gyms_published_brownian_truth_is_off() -> None:

@@ -280,17 +280,29 @@ def brownian_motion_smoother(
 BM_LOG_SCALE_GRID = (-16.0, 16.0, 401)  # 8 prior sds either side; posterior sds ~0.35
 
 
+BM_SCALES = ("innovation_noise_scale", "observation_noise_scale")
+
+
+def _bm_log_posterior(y: np.ndarray, log_inn: np.ndarray, log_obs: np.ndarray) -> np.ndarray:
+    """log p(y | scales) + log p(log-scales), unnormalised: the LogNormal(0, 2) priors on the
+    scales are Normal(0, 2) on the log-scales."""
+    loglik = brownian_motion_smoother(y, np.exp(log_inn), np.exp(log_obs))[0]
+    return loglik - (log_inn**2 + log_obs**2) / 8
+
+
 @cache
-def _brownian_motion_moments(observed_locs: tuple[float, ...], points: int) -> dict[str, Any]:
+def _brownian_motion_moments(
+    observed_locs: tuple[float, ...], points: int
+) -> tuple[dict[str, np.ndarray], float]:
+    """The moments of :func:`brownian_motion_moments` and log of the log-scales' normaliser."""
     lo, hi, _ = BM_LOG_SCALE_GRID
     u = np.linspace(lo, hi, points)
     log_inn, log_obs = np.meshgrid(u, u, indexing="ij")
-    loglik, m, v = brownian_motion_smoother(
-        np.array(observed_locs), np.exp(log_inn), np.exp(log_obs)
-    )
-    # the LogNormal(0, 2) priors on the scales are Normal(0, 2) on the log-scales
-    log_w = loglik - (log_inn**2 + log_obs**2) / 8
+    y = np.array(observed_locs)
+    _, m, v = brownian_motion_smoother(y, np.exp(log_inn), np.exp(log_obs))
+    log_w = _bm_log_posterior(y, log_inn, log_obs)
     w = np.exp(log_w - log_w.max())
+    log_z = float(log_w.max() + np.log(w.sum()) + 2 * np.log(u[1] - u[0]))
     w /= w.sum()
     edge = max(w[0].sum(), w[-1].sum(), w[:, 0].sum(), w[:, -1].sum())
     if edge > 1e-12:
@@ -299,14 +311,11 @@ def _brownian_motion_moments(observed_locs: tuple[float, ...], points: int) -> d
             f"[{lo}, {hi}] (mass {edge:.2g} there): data too far from the LogNormal(0, 2) priors"
         )
     out = {}
-    for site, x in (
-        ("innovation_noise_scale", np.exp(log_inn)),
-        ("observation_noise_scale", np.exp(log_obs)),
-    ):
+    for site, x in zip(BM_SCALES, (np.exp(log_inn), np.exp(log_obs)), strict=True):
         out[site] = np.array([(w * x**k).sum() for k in (1, 2, 4)])
     e4 = m**4 + 6 * m**2 * v + 3 * v**2
     out["locs"] = np.array([(w * k).sum((1, 2)) for k in (m, m**2 + v, e4)])
-    return out
+    return out, log_z
 
 
 def brownian_motion_moments(
@@ -317,16 +326,41 @@ def brownian_motion_moments(
     integrates them out exactly), so a ``points`` x ``points`` grid over the two log-scales
     gives the scales' posterior to quadrature error (1e-15 relative at 401 points, 2e-8 at 201)."""
     y = np.asarray(observed_locs, dtype=float).ravel()
-    return _brownian_motion_moments(tuple(y.tolist()), int(points))
+    return _brownian_motion_moments(tuple(y.tolist()), int(points))[0]
+
+
+def brownian_motion_scale_density(observed_locs: Any, site: str) -> Any:
+    """The exact marginal posterior density of one of the two scales (``site``): a function of
+    a grid x (G,) -> (G,), the other log-scale integrated out on the quadrature grid."""
+    if site not in BM_SCALES:
+        raise ValueError(f"no exact density for {site!r}: only for {BM_SCALES}")
+    y = np.asarray(observed_locs, dtype=float).ravel()
+    lo, hi, points = BM_LOG_SCALE_GRID
+    log_z = _brownian_motion_moments(tuple(y.tolist()), points)[1]
+    other = np.linspace(lo, hi, points)[None, :]
+
+    def density(x: np.ndarray) -> np.ndarray:
+        x = np.asarray(x, dtype=float)
+        out = np.zeros(x.shape)
+        pos = x > 0
+        own = np.log(x[pos])[:, None]
+        args = (own, other) if site == BM_SCALES[0] else (other, own)
+        log_p = _bm_log_posterior(y, *args) - log_z  # on the log-scales
+        out[pos] = np.exp(log_p).sum(1) * (other[0, 1] - other[0, 0]) / x[pos]
+        return out
+
+    return density
 
 
 @gym_brownian_motion.truth
 def _(observed_locs: torch.Tensor) -> zoo.GroundTruth:
     """Exact, on any data: the Gym's published truth (a Stan run) is off on the two scales."""
-    moments = brownian_motion_moments(observed_locs.double().numpy())
+    y = observed_locs.double().numpy()
+    moments = brownian_motion_moments(y)
     return zoo.GroundTruth(
         mean={k: v[0] for k, v in moments.items()},
         sd={k: np.sqrt(v[1] - v[0] ** 2) for k, v in moments.items()},
+        density={s: brownian_motion_scale_density(y, s) for s in BM_SCALES},
         source="exact: quadrature over the two log-scales, locs integrated out by a Kalman "
         "smoother (the Gym's published truth, a Stan run, is 7 and 18 standard errors off "
         "on the scales' means)",
