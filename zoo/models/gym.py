@@ -278,8 +278,6 @@ def brownian_motion_smoother(
 
 
 BM_LOG_SCALE_GRID = (-16.0, 16.0, 401)  # 8 prior sds either side; posterior sds ~0.35
-
-
 BM_SCALES = ("innovation_noise_scale", "observation_noise_scale")
 
 
