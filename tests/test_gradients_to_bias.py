@@ -102,12 +102,31 @@ def test_second_moments_follow_the_truths_sites(g2b):
     assert sites == ["z", "x"] and ex2.shape == var.shape == (10,)
     np.testing.assert_allclose(ex2, [9.0] + [math.exp(4.5)] * 9)
     assert source.startswith("exact")
-    sites, ex2, var, source = g2b.second_moments("gym_brownian_motion", {})
-    assert ex2.shape == var.shape == (32,) and source.startswith("APPROXIMATE")
+    sites, ex2, var, source = g2b.second_moments("gym_radon", {})
+    assert ex2.shape == var.shape == (91,) and source.startswith("APPROXIMATE")
     sites, ex2, var, source = g2b.second_moments(
-        "gym_brownian_motion", {"gym_brownian_motion": {"var_x2": list(range(32)), "how": "t"}}
+        "gym_radon", {"gym_radon": {"var_x2": list(range(91)), "how": "t"}}
     )
     assert source == "reference run: t" and var[5] == 5.0
+    ref = {"var_x2": [1.0] * 91, "ex2": list(ex2), "how": "t"}
+    ref["ex2"][3] += 0.5  # the run's own E[x²] off by half an sd of x² at county_effect[1]
+    sites, ex2, var, source = g2b.second_moments("gym_radon", {"gym_radon": ref})
+    assert source == (
+        f"reference run: t; its own b² against the truth: max 0.25 (county_effect[1]), "
+        f"avg {0.25 / 91:.3g}"
+    )
+
+
+def test_brownian_motion_second_moments_are_exact(g2b):
+    """Brownian motion's E[x²] and Var[x²] from the quadrature, whatever a cached reference
+    says; the exact Var[x²] of the innovation scale is 15% above the old reference run's."""
+    stand_in = {"gym_brownian_motion": {"var_x2": [1.0] * 32, "how": "t"}}
+    sites, ex2, var, source = g2b.second_moments("gym_brownian_motion", stand_in)
+    assert sites == ["innovation_noise_scale", "observation_noise_scale", "locs"]
+    assert source.startswith("exact (quadrature")
+    np.testing.assert_allclose(ex2[:2], [0.0149725, 0.0141006], rtol=1e-5)
+    np.testing.assert_allclose(var[:2], [1.26544e-4, 7.87336e-5], rtol=1e-5)
+    assert (var > 0).all() and ex2.shape == var.shape == (32,)
 
 
 def test_engine_specs(g2b):
@@ -127,13 +146,13 @@ def test_engine_specs(g2b):
 def test_end_to_end_quick_run_writes_the_table(g2b, tmp_path):
     out = tmp_path / "g2b.md"
     # a cached Var[x²] reference is read from beside the table
-    ref = {"gym_brownian_motion": {"var_x2": [1.0] * 32, "how": "a stand-in"}}
+    ref = {"gym_stochastic_volatility_small": {"var_x2": [1.0] * 103, "how": "a stand-in"}}
     (tmp_path / "gradients_to_bias_reference.json").write_text(json.dumps(ref))
     g2b.main(
         [
             "--quick",
             "--targets",
-            "banana,brownian_motion",
+            "banana,stochastic_volatility_small",
             "--engines",
             "chees,no_such_engine",
             "--chains",
@@ -155,5 +174,5 @@ def test_end_to_end_quick_run_writes_the_table(g2b, tmp_path):
     assert cells[13] == "39,504 / 152,081"  # and NUTS's and MAMS's tuning gradients
     assert "no_such_engine: unknown engine" in text
     assert "gym_banana: exact (analytic)" in text
-    assert "gym_brownian_motion: reference run: a stand-in" in text
-    assert "| gym_brownian_motion | chees | 32 | 2 × 60 |" in text
+    assert "gym_stochastic_volatility_small: reference run: a stand-in" in text
+    assert "| gym_stochastic_volatility_small | chees | 103 | 2 × 60 |" in text

@@ -1,8 +1,13 @@
 """The Inference Gym's targets (zoo/models/gym.py): each model's log density at a fixed point
-against the Gym's formula written out again in scipy; the Gym's data and published truth load
-with the Gym's shapes; NUTS against the analytic truths; the heavier targets marked slow."""
+against the Gym's formula written out again in scipy, and at saved points against the Gym's own
+log density; the Gym's data and published truth load with the Gym's shapes; NUTS against the
+analytic truths; the heavier targets marked slow."""
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyro
@@ -19,10 +24,11 @@ from zoo_datasets import gym
 Z = 5.0  # Monte-Carlo z-score allowed
 
 
-def log_joint(name: str, point: dict[str, np.ndarray]) -> float:
-    """The zoo model's log joint (priors and likelihood) at ``point``, in float64."""
+def log_joint(name: str, point: dict[str, Any], data: dict[str, Any] | None = None) -> float:
+    """The zoo model's log joint (priors and likelihood) at ``point``, in float64, on ``data``
+    (default: the model's own)."""
     entry = zoo.get_model(name)
-    data = entry.load_data()
+    data = entry.load_data() if data is None else data
     values = {k: torch.as_tensor(np.asarray(v, dtype=float)) for k, v in point.items()}
     with pyro.validation_enabled(False):
         tr = poutine.trace(poutine.condition(entry.model, data=values)).get_trace(**data)
@@ -167,6 +173,36 @@ def test_radon_density_and_data() -> None:
     assert log_joint("gym_radon", point) == pytest.approx(want, rel=1e-6)
 
 
+GYM_LOG_DENSITIES = Path(__file__).parent / "data" / "gym_log_densities.json"
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "gym_banana",
+        "gym_neals_funnel",
+        "gym_ill_conditioned_gaussian",
+        "gym_brownian_motion",
+        "gym_item_response_theory",
+        "gym_stochastic_volatility_small",
+        "gym_stochastic_volatility",
+        "gym_radon",
+    ],
+)
+def test_log_density_is_the_gyms(name: str) -> None:
+    """The zoo's log joint equals the Gym's own unnormalized_log_prob at the points saved by
+    benchmarks/gym_log_densities.py (TFP's NumPy substrate; the additive constant is zero)."""
+    saved = json.loads(GYM_LOG_DENSITIES.read_text())["targets"][name]
+    data = None
+    if name == "gym_ill_conditioned_gaussian":  # the Gym rounds its covariance to float32
+        cov32 = gym_models.icg_covariance().astype(np.float32).astype(float)
+        data = {"scale_tril": torch.as_tensor(np.linalg.cholesky(cov32))}
+    assert len(saved["points"]) >= 2
+    for point, want in zip(saved["points"], saved["gym_log_prob"], strict=True):
+        got = log_joint(name, point, data)
+        assert got == pytest.approx(want, rel=1e-7, abs=1e-6)
+
+
 def test_sp500_returns_are_the_gyms() -> None:
     """The Gym's sp500_returns: closing prices differenced, the last n centred on their mean."""
     from inference_gym.internal.datasets.sp500_closing_prices import CLOSING_PRICES
@@ -182,11 +218,6 @@ PUBLISHED = {
         "county_effect": (85,),
         "weight": (3,),
         "log_radon_scale": (),
-    },
-    "gym_brownian_motion": {
-        "innovation_noise_scale": (),
-        "observation_noise_scale": (),
-        "locs": (30,),
     },
     "gym_item_response_theory": {
         "mean_student_ability": (),
@@ -222,12 +253,95 @@ def test_published_truth_shapes(name: str) -> None:
 
 
 def test_truth_only_on_the_gyms_data() -> None:
-    """Another data set has no published truth: the truth function says None."""
+    """Another data set has no published truth: the truth function says None (Brownian
+    motion's exact truth aside: below)."""
     entry = zoo.get_model("gym_stochastic_volatility_small")
     data = entry.load_data()
     assert entry.ground_truth({"returns": data["returns"] * 2}) is None
-    bm = zoo.get_model("gym_brownian_motion")
-    assert bm.ground_truth({"observed_locs": torch.zeros(30)}) is None
+
+
+BM = "gym_brownian_motion"
+BM_SCALES = ("innovation_noise_scale", "observation_noise_scale")
+
+
+def test_brownian_smoother_is_the_gaussian_conditional() -> None:
+    """The Kalman smoother against the dense Gaussian algebra: log p(y | scales) and the locs'
+    conditional means and variances, at one pair of scales and broadcast over a pair."""
+    y = gym.brownian_motion_observations()
+    seen = ~np.isnan(y)
+    inn, obs = 0.13, 0.09
+    steps = np.arange(30)
+    prior = inn**2 * (np.minimum.outer(steps, steps) + 1)  # a random walk from locs_{-1} = 0
+    cov_y = prior[np.ix_(seen, seen)] + obs**2 * np.eye(seen.sum())
+    gain = prior[:, seen] @ np.linalg.inv(cov_y)
+    loglik, mean, var = gym_models.brownian_motion_smoother(y, inn, obs)
+    want = stats.multivariate_normal(np.zeros(seen.sum()), cov_y).logpdf(y[seen])
+    assert float(loglik) == pytest.approx(want, rel=1e-10)
+    np.testing.assert_allclose(mean, gain @ y[seen], rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(var, np.diag(prior - gain @ prior[seen]), rtol=1e-9)
+    loglik2, mean2, _ = gym_models.brownian_motion_smoother(y, [inn, 0.2], [obs, obs])
+    assert loglik2.shape == (2,) and mean2.shape == (30, 2)
+    np.testing.assert_allclose(mean2[:, 0], mean, rtol=1e-12)
+
+
+def test_brownian_smoother_matches_the_gyms_known_scale_truth() -> None:
+    """With the scales known (0.1, 0.15: the Gym's BrownianMotionMissingMiddleObservations)
+    the smoother gives the Gym's published locs: its Stan run checks the data and the smoother."""
+    from inference_gym.targets.ground_truth import brownian_motion_missing_middle_observations as g
+
+    _, mean, var = gym_models.brownian_motion_smoother(
+        gym.brownian_motion_observations(), 0.1, 0.15
+    )
+    assert (np.abs(mean - g.IDENTITY_MEAN) < Z * g.IDENTITY_MEAN_STANDARD_ERROR).all()
+    np.testing.assert_allclose(np.sqrt(var), g.IDENTITY_STANDARD_DEVIATION, rtol=0.01)
+
+
+def test_brownian_exact_truth() -> None:
+    """The exact truth: converged in the grid (201 against 401 points per log-scale), on any
+    data, a clear error where the posterior leaves the grid, and the scales' exact densities."""
+    y = gym.brownian_motion_observations()
+    coarse, fine = (gym_models.brownian_motion_moments(y, n) for n in (201, 401))
+    for site in (*BM_SCALES, "locs"):
+        np.testing.assert_allclose(coarse[site], fine[site], rtol=1e-6)
+    truth = zoo.get_model(BM).ground_truth()
+    assert {k: v.shape for k, v in truth.mean.items()} == {
+        "innovation_noise_scale": (),
+        "observation_noise_scale": (),
+        "locs": (30,),
+    }
+    assert not truth.mean_se and truth.source.startswith("exact")
+    np.testing.assert_allclose(truth.mean["locs"], fine["locs"][0])
+    doubled = zoo.get_model(BM).ground_truth({"observed_locs": torch.as_tensor(2 * y)})
+    for site in BM_SCALES:  # twice the data, about twice the scales
+        assert 1.5 < doubled.mean[site] / truth.mean[site] < 2.5
+    with pytest.raises(ValueError, match="edge of the log-scale grid"):
+        gym_models.brownian_motion_moments(np.zeros(30))
+    x = np.linspace(0.0, 1.5, 30001)  # the scales' exact densities: their moments again
+    for site in BM_SCALES:
+        d = truth.density[site](x)
+        assert np.trapezoid(d, x) == pytest.approx(1.0, abs=1e-6)
+        assert np.trapezoid(x * d, x) == pytest.approx(truth.mean[site], rel=1e-8)
+    with pytest.raises(ValueError, match="only for"):
+        gym_models.brownian_motion_scale_density(y, "locs")
+
+
+def test_gyms_published_brownian_truth_is_off() -> None:
+    """Why the zoo's truth is not the Gym's: the Gym's published scales (a Stan run, 20000
+    draws) miss the exact posterior means by 7 and 18 of their standard errors, while the MAMS
+    authors' own 2-million-draw NUTS expectations (reubenharry/sampler-benchmarks@7a1dc54,
+    vector_brownian_motion_..._expectations.pkl: E[x], E[x²]) agree with it to 0.4%."""
+    truth = zoo.get_model(BM).ground_truth()
+    target = "brownian_motion_unknown_scales_missing_middle_observations"
+    mams = {
+        "innovation_noise_scale": (0.11531, 0.014914),
+        "observation_noise_scale": (0.11303, 0.014147),
+    }
+    for site in BM_SCALES:
+        published = gym.ground_truth(target, site)
+        mean, sd = truth.mean[site], truth.sd[site]
+        assert abs(published.mean - mean) > 5 * published.mean_se
+        assert mams[site][0] == pytest.approx(mean, rel=0.004)
+        assert mams[site][1] == pytest.approx(mean**2 + sd**2, rel=0.004)
 
 
 def test_chain_distribution_draws_its_own_law() -> None:
@@ -265,7 +379,7 @@ def check_against_truth(name: str, run: zoo.Run, sd_too: bool = True) -> None:
 
 
 @pytest.mark.slow  # NUTS's compilation and warmup on a hard target
-@pytest.mark.parametrize("name", ["gym_banana", "gym_neals_funnel"])
+@pytest.mark.parametrize("name", ["gym_banana", "gym_neals_funnel", "gym_brownian_motion"])
 def test_nuts_means_on_analytic_truth(name: str) -> None:
     """Means only: at smoke size NUTS under-reaches the banana's arms and the funnel's neck,
     so their sds come out low (x1's 3.6 against 4.36 in the quick report), a shortfall the

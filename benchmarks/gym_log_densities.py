@@ -1,0 +1,151 @@
+"""The Inference Gym's own log densities at a few points of each target the zoo writes
+(zoo/models/gym.py), saved for tests/test_gym.py, which checks that the zoo's log joint is
+equal to them (CI has no TensorFlow Probability).
+
+    python benchmarks/gym_log_densities.py [--points 3] [--seed 0] \
+        [--out tests/data/gym_log_densities.json]
+
+Needs ``inference_gym`` and ``tensorflow-probability`` (the ``gym-reference`` extra; its NumPy
+substrate: ``from inference_gym import using_numpy``; TFP 0.25's JAX substrate does not import
+with JAX 0.10). Each point is the zoo's truth mean plus one truth sd times a standard normal
+draw per element (positive sites by absolute value, the persistence clipped into (-1, 1)),
+rounded to 8 significant digits; the Gym's ``unnormalized_log_prob`` (prior plus likelihood,
+constrained space) is computed at the rounded point (in float64: the Gym's data are cast up,
+except the ill-conditioned Gaussian's covariance, which the Gym rounds to float32 before its
+Cholesky factor; tests/test_gym.py gives the zoo's model that rounded factor there). Radon's
+Gym target is built from the zoo's vendored Minnesota data (the Gym reads it through TensorFlow
+Datasets, which downloads): it checks the model's formula, and tests/test_gym.py checks the
+data's preprocessing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import zoo
+
+OUT = Path(__file__).parents[1] / "tests" / "data" / "gym_log_densities.json"
+POSITIVE = {
+    "innovation_noise_scale",
+    "observation_noise_scale",
+    "white_noise_shock_scale",
+    "county_effect_scale",
+    "log_radon_scale",
+}
+
+
+def gym_target(name: str) -> Any:
+    """The Gym's target (NumPy substrate) that zoo model ``name`` writes."""
+    from inference_gym import using_numpy as g
+
+    t = g.targets
+    if name == "gym_banana":
+        return t.Banana()
+    if name == "gym_neals_funnel":
+        return t.NealsFunnel()
+    if name == "gym_ill_conditioned_gaussian":
+        return t.IllConditionedGaussian()
+    if name == "gym_brownian_motion":
+        return t.BrownianMotionUnknownScalesMissingMiddleObservations(use_markov_chain=True)
+    if name == "gym_item_response_theory":
+        return t.SyntheticItemResponseTheory()
+    if name == "gym_stochastic_volatility":
+        return t.StochasticVolatilitySP500(use_markov_chain=True)
+    if name == "gym_stochastic_volatility_small":
+        return t.StochasticVolatilitySP500Small(use_markov_chain=True)
+    if name == "gym_radon":
+        d = zoo.get_model("gym_radon").load_data()
+        return t.RadonContextualEffects(
+            num_counties=int(d["num_counties"]),
+            train_log_uranium=d["log_uranium"].numpy(),
+            train_floor=d["floor"].numpy().astype(np.int64),
+            train_county=d["county"].numpy(),
+            train_floor_by_county=d["floor_by_county"].numpy(),
+            train_log_radon=d["log_radon"].numpy(),
+        )
+    raise KeyError(name)
+
+
+TARGETS = (
+    "gym_banana",
+    "gym_neals_funnel",
+    "gym_ill_conditioned_gaussian",
+    "gym_brownian_motion",
+    "gym_item_response_theory",
+    "gym_stochastic_volatility_small",
+    "gym_stochastic_volatility",
+    "gym_radon",
+)
+
+
+def random_point(name: str, rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """Truth mean + truth sd * N(0, 1) per element, kept in each site's support."""
+    truth = zoo.get_model(name).ground_truth()
+    point = {}
+    for site, mean in truth.mean.items():
+        x = mean + truth.sd[site] * rng.standard_normal(mean.shape)
+        if site in POSITIVE:
+            x = np.abs(x)
+        if site == "persistence_of_volatility":
+            x = np.clip(x, -0.999, 0.999)
+        point[site] = np.vectorize(lambda v: float(f"{v:.8g}"), otypes=[float])(x)
+    return point
+
+
+def gym_value(target: Any, name: str, point: dict[str, np.ndarray]) -> Any:
+    """``point`` in the Gym's value structure (an array or its StructTuple)."""
+    dtype = target.dtype
+    if name == "gym_banana":
+        return np.array([point["x0"], point["x1"]])
+    if name == "gym_neals_funnel":
+        return np.concatenate([np.atleast_1d(point["z"]), point["x"]])
+    if name == "gym_ill_conditioned_gaussian":
+        return point["x"]
+    if isinstance(dtype, dict):
+        return {f: point[f] for f in dtype}
+    return type(dtype)(**{f: point[f] for f in dtype._fields})
+
+
+def main(argv: list[str] | None = None) -> None:
+    from importlib.metadata import version
+
+    import tensorflow_probability as tfp
+
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--points", type=int, default=3)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", type=Path, default=OUT)
+    args = p.parse_args(argv)
+    rng = np.random.default_rng(args.seed)
+    out: dict[str, Any] = {
+        "how": (
+            f"benchmarks/gym_log_densities.py --points {args.points} --seed {args.seed}, "
+            f"{datetime.date.today()}: inference_gym {version('inference_gym')} (NumPy "
+            f"substrate), tensorflow-probability {tfp.__version__}; the Gym's "
+            "unnormalized_log_prob in constrained space"
+        ),
+        "targets": {},
+    }
+    for name in TARGETS:
+        target = gym_target(name)
+        points, lps = [], []
+        for _ in range(args.points):
+            pt = random_point(name, rng)
+            lp = float(np.asarray(target.unnormalized_log_prob(gym_value(target, name, pt))))
+            points.append({k: v.tolist() for k, v in pt.items()})
+            lps.append(lp)
+        out["targets"][name] = {"points": points, "gym_log_prob": lps}
+        print(name, lps, flush=True)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(out) + "\n", encoding="utf-8")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
