@@ -110,6 +110,19 @@ def test_item_response_theory_density() -> None:
     assert np.isfinite(expit(logit)).all()
 
 
+def test_persistence_prior_expands_for_a_batched_replay() -> None:
+    """The persistence prior broadcasts over chains (a batched replay expands every site):
+    the same density at each point, its support (-1, 1) kept."""
+    prior = gym_models._Persistence()
+    wide = prior.expand(torch.Size([3]))
+    assert wide.batch_shape == (3,) and wide.support is prior.support
+    phi = torch.tensor([-0.5, 0.2, 0.95])
+    want = stats.beta.logpdf((phi.numpy() + 1) / 2, 20, 1.5) - np.log(2.0)
+    np.testing.assert_allclose(wide.log_prob(phi).numpy(), want, rtol=1e-5)  # float32
+    draws = wide.sample(torch.Size([500]))
+    assert draws.shape == (500, 3) and bool(((draws > -1) & (draws < 1)).all())
+
+
 @pytest.mark.parametrize("name", ["gym_stochastic_volatility", "gym_stochastic_volatility_small"])
 def test_stochastic_volatility_density(name: str) -> None:
     returns = zoo.get_model(name).load_data()["returns"].numpy()

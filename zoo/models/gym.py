@@ -437,6 +437,12 @@ class _Persistence(dist.TransformedDistribution):
     def __init__(self) -> None:
         super().__init__(dist.Beta(20.0, 1.5), [dist.transforms.AffineTransform(-1.0, 2.0)])
 
+    def expand(self, batch_shape: Any, _instance: Any = None) -> _Persistence:
+        """The prior broadcast to ``batch_shape`` (a batched replay draws one a chain); torch
+        refuses to expand a subclass with its own ``__init__`` unless it is given the instance."""
+        new = _instance or _Persistence.__new__(_Persistence)
+        return super().expand(batch_shape, _instance=new)
+
 
 class GaussianChain(TorchDistribution):
     """A Gaussian AR(1) chain of ``num_steps``, one event: ``x_0 ~ N(mean, init_scale)``,
