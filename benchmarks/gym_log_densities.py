@@ -72,16 +72,7 @@ def gym_target(name: str) -> Any:
     raise KeyError(name)
 
 
-TARGETS = (
-    "gym_banana",
-    "gym_neals_funnel",
-    "gym_ill_conditioned_gaussian",
-    "gym_brownian_motion",
-    "gym_item_response_theory",
-    "gym_stochastic_volatility_small",
-    "gym_stochastic_volatility",
-    "gym_radon",
-)
+TARGETS = tuple(m for m in zoo.list_models() if m.startswith("gym_"))  # every Gym target
 
 
 def random_point(name: str, rng: np.random.Generator) -> dict[str, np.ndarray]:

@@ -189,19 +189,7 @@ def test_radon_density_and_data() -> None:
 GYM_LOG_DENSITIES = Path(__file__).parent / "data" / "gym_log_densities.json"
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        "gym_banana",
-        "gym_neals_funnel",
-        "gym_ill_conditioned_gaussian",
-        "gym_brownian_motion",
-        "gym_item_response_theory",
-        "gym_stochastic_volatility_small",
-        "gym_stochastic_volatility",
-        "gym_radon",
-    ],
-)
+@pytest.mark.parametrize("name", [m for m in zoo.list_models() if m.startswith("gym_")])
 def test_log_density_is_the_gyms(name: str) -> None:
     """The zoo's log joint equals the Gym's own unnormalized_log_prob at the points saved by
     benchmarks/gym_log_densities.py (TFP's NumPy substrate; the additive constant is zero)."""
