@@ -413,8 +413,9 @@ def gym_item_response_theory(
         ability = pyro.sample("centered_student_ability", dist.Normal(0.0, 1.0))
     with pyro.plate("questions", num_questions):
         difficulty = pyro.sample("question_difficulty", dist.Normal(0.0, 1.0))
-    logits = mean[..., None] + ability[..., student] - difficulty[..., question]
-    pyro.sample("correct", dist.Bernoulli(logits=logits).to_event(1), obs=correct)
+    with pyro.plate("answers", len(correct)):
+        logits = mean + ability[..., student] - difficulty[..., question]
+        pyro.sample("correct", dist.Bernoulli(logits=logits), obs=correct)
 
 
 @gym_item_response_theory.truth
@@ -654,7 +655,7 @@ def gym_radon(
     mean = pyro.sample("county_effect_mean", dist.Normal(0.0, 1.0))
     scale = pyro.sample("county_effect_scale", dist.Uniform(0.0, 100.0))
     with pyro.plate("counties", num_counties):
-        effect = pyro.sample("county_effect", dist.Normal(mean[..., None], scale[..., None]))
+        effect = pyro.sample("county_effect", dist.Normal(mean, scale))
     with pyro.plate("weights", 3):
         w = pyro.sample("weight", dist.Normal(0.0, 1.0))
     sigma = pyro.sample("log_radon_scale", dist.Uniform(0.0, 100.0))
@@ -664,7 +665,8 @@ def gym_radon(
         + w[..., 2:] * floor_by_county
         + effect[..., county]
     )
-    pyro.sample("log_radon", dist.Normal(loc, sigma[..., None]).to_event(1), obs=log_radon)
+    with pyro.plate("houses", len(log_radon)):
+        pyro.sample("log_radon", dist.Normal(loc, sigma), obs=log_radon)
 
 
 @gym_radon.truth
