@@ -933,13 +933,16 @@ def main(argv: list[str] | None = None) -> None:
 # ----------------------------------------------------------------------------- time to N ESS
 # Each tool's ladder of budgets, smallest first: (chains, warmup, draws per chain). The zoo's
 # engines run with ess=N from (8 chains, warmup, a first block of draws) and extend themselves;
-# a peer draws what it is given, so its ladder doubles. ChEES-style tools adapt across an
+# a peer draws what it is given. Every ladder steps by about sqrt(2), so that no tool's
+# smallest budget is overshot by more than another's. ChEES-style tools adapt across an
 # ensemble and start with more chains.
-PEER_LADDER = ((250, 250), (500, 500), (1000, 1000), (2000, 2000))
+PEER_LADDER = ((250, 250), (350, 350), (500, 500), (700, 700), (1000, 1000), (1400, 1400))
+PEER_LADDER += ((2000, 2000),)
+ZOO_LADDER = ((200, 100), (300, 100), (500, 100), (700, 200), (1000, 500))
 LADDERS: dict[str, tuple[int, tuple[tuple[int, int], ...]]] = {
-    "zoo:nuts": (8, ((200, 100), (500, 200), (1000, 500))),
-    "zoo:chees": (8, ((200, 100), (500, 200), (1000, 500))),
-    "zoo:mams": (16, ((200, 100), (500, 200), (1000, 500))),
+    "zoo:nuts": (8, ZOO_LADDER),
+    "zoo:chees": (8, ZOO_LADDER),
+    "zoo:mams": (16, ZOO_LADDER),
     "numpyro": (CHAINS, PEER_LADDER),
     "pymc": (CHAINS, PEER_LADDER),
     "nutpie": (CHAINS, PEER_LADDER),
@@ -947,7 +950,7 @@ LADDERS: dict[str, tuple[int, tuple[tuple[int, int], ...]]] = {
     "pyro": (CHAINS, PEER_LADDER),
     "numpyro-vec": (4, PEER_LADDER),
     "blackjax-nuts": (4, PEER_LADDER),
-    "blackjax-chees": (16, ((200, 100), (300, 200), (500, 500), (1000, 1000))),
+    "blackjax-chees": (16, ((200, 100), (300, 200), (500, 500), (700, 700), (1000, 1000))),
 }
 R_HAT_MAX = 1.01
 
@@ -1025,8 +1028,9 @@ def time_to_ess(args: argparse.Namespace, argv: list[str] | None) -> None:
         f"Each tool's smallest budget on its ladder whose run, from a cold process, gives min "
         f"bulk ESS >= {target} and every R-hat <= {R_HAT_MAX} (both computed here by arviz, "
         "the same for every tool); the wall time is that run's, imports excluded. The zoo's "
-        f"engines run with `ess={target}` (they stop themselves); peers draw a fixed budget, "
-        "their ladder doubling. Timings depend on the machine and its load.",
+        f"engines run with `ess={target}` (they stop themselves) and their ladder steps the "
+        "warmup; peers draw a fixed budget. Every ladder steps by about sqrt(2). Timings "
+        "depend on the machine and its load.",
         "",
         "## Machine",
         "",
