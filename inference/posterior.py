@@ -64,5 +64,7 @@ def complete(
         return post, None, omitted
     for k, v in r.deterministic.items():
         post[k] = v.reshape((chains, ndraws) + v.shape[1:])
+    if r.log_lik_left_out:
+        omitted["log_likelihood"] = r.log_lik_left_out
     log_lik = {k: v.reshape((chains, ndraws) + v.shape[1:]) for k, v in r.log_lik.items()}
     return post, (log_lik or None), omitted

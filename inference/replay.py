@@ -35,6 +35,9 @@ Draws = Mapping[str, torch.Tensor]
 # tensors are multiplied by the batch (linear_gaussian_ssm's T x T covariances: 32,000 draws of
 # the full profile made 2.6 GB a matrix, and its nuts cell reached 6.9 GB).
 REPLAY_CHUNK = 1000
+# The pointwise log-likelihood values a replay keeps at most (0.5 GiB in float32); past it the
+# group is left out, with the reason: IRT's 30,012 answers over 32,000 draws would be 3.8 GB.
+MAX_LOG_LIK_VALUES = 2**27
 
 
 class VectorisationWarning(UserWarning):
@@ -55,6 +58,7 @@ class Replay:
     deterministic: dict[str, np.ndarray] = field(default_factory=dict)  # site -> (n, *shape)
     log_joint: np.ndarray | None = None  # (n,): every site's log density, scaled, summed
     path: str = "vectorised"
+    log_lik_left_out: str = ""  # why ``log_lik`` is empty (too many values to keep), if so
 
 
 def n_draws(draws: Draws) -> int:
@@ -70,10 +74,12 @@ def _warn(what: str, err: Exception) -> None:
     )
 
 
-def _terms(trace: poutine.Trace, s: ModelStructure, n: int | None, shapes: Shapes) -> Replay:
-    """Log-likelihoods, deterministic values and the log joint from one trace; ``n`` None for a
-    single draw's trace, else the size of the plate over draws (outermost, at
-    ``-1 - max_plate_nesting``)."""
+def _terms(
+    trace: poutine.Trace, s: ModelStructure, n: int | None, shapes: Shapes, keep: bool = True
+) -> Replay:
+    """Log-likelihoods (unless not ``keep``), deterministic values and the log joint from one
+    trace; ``n`` None for a single draw's trace, else the size of the plate over draws
+    (outermost, at ``-1 - max_plate_nesting``)."""
     out = Replay()
     lead = () if n is None else (n,)
     total = torch.zeros(lead, dtype=torch.float64)
@@ -86,7 +92,7 @@ def _terms(trace: poutine.Trace, s: ModelStructure, n: int | None, shapes: Shape
             continue
         batch = shapes.batch[name]
         lp = _lp_per_draw(name, site["fn"].log_prob(site["value"]), n, s.max_plate_nesting, batch)
-        if name in s.observed:  # the model's dtype: a float64 copy of float32 numbers only
+        if keep and name in s.observed:  # the model's dtype: a float64 copy of float32 numbers only
             out.log_lik[name] = lp.detach().numpy()  # doubled what a report's cell store writes
         total = total + (site["scale"] * lp.double()).reshape(lead + (-1,)).sum(-1)
     out.log_joint = total.numpy()
@@ -207,6 +213,16 @@ def replay(
     latent site; vectorised when the model broadcasts over draws, else one draw at a time."""
     n = n_draws(draws)
     shapes = _shapes(model, data, structure)
+    points = sum(int(np.prod(shapes.batch[k])) for k in structure.observed)
+    keep = n * points <= MAX_LOG_LIK_VALUES
+    left_out = (
+        ""
+        if keep
+        else (
+            f"{n} draws x {points} pointwise terms = {n * points:,} values, over the "
+            f"{MAX_LOG_LIK_VALUES:,} kept (fewer draws, or thin them, to have it)"
+        )
+    )
     try:
         parts = []
         for lo in range(0, max(n, 1), REPLAY_CHUNK):  # (no draws: one empty chunk)
@@ -217,13 +233,16 @@ def replay(
                 with pyro.validation_enabled(False):
                     pred = Predictive(traceable(model), posterior_samples=placed, parallel=True)
                     trace = pred.get_vectorized_trace(**data)
-                parts.append(_terms(trace, structure, n_draws(chunk), shapes))
+                parts.append(_terms(trace, structure, n_draws(chunk), shapes, keep))
         batch = _joined(parts)
-        _check(model, data, draws, structure, shapes, batch)
+        _check(model, data, draws, structure, shapes, batch, keep)
+        batch.log_lik_left_out = left_out
         return batch
     except (_NotVectorisable, RuntimeError, ValueError, IndexError) as e:
         _warn(f"replaying {name} on {n} draws", e)
-    return _replay_each(model, data, draws, structure, shapes)
+    each = _replay_each(model, data, draws, structure, shapes, keep=keep)
+    each.log_lik_left_out = left_out
+    return each
 
 
 def _joined(parts: list[Replay]) -> Replay:
@@ -247,14 +266,16 @@ def _replay_each(
     s: ModelStructure,
     shapes: Shapes,
     indices: range | list[int] | None = None,
+    *,
+    keep: bool = True,
 ) -> Replay:
     indices = range(n_draws(draws)) if indices is None else indices
     parts = [
-        _terms(replay_one(model, data, {k: v[i] for k, v in draws.items()}), s, None, shapes)
+        _terms(replay_one(model, data, {k: v[i] for k, v in draws.items()}), s, None, shapes, keep)
         for i in indices
     ]
     out = Replay(path="per-draw")
-    out.log_lik = {k: np.stack([p.log_lik[k] for p in parts]) for k in s.observed}
+    out.log_lik = {k: np.stack([p.log_lik[k] for p in parts]) for k in s.observed if keep}
     out.deterministic = {k: np.stack([p.deterministic[k] for p in parts]) for k in s.deterministic}
     out.log_joint = np.array([float(p.log_joint) for p in parts])
     return out
@@ -267,11 +288,12 @@ def _check(
     s: ModelStructure,
     shapes: Shapes,
     batch: Replay,
+    keep: bool = True,
 ) -> None:
     """The vectorised numbers of the first and last draw equal a per-draw replay of them."""
     n = n_draws(draws)
     idx = sorted({0, n - 1})
-    each = _replay_each(model, data, draws, s, shapes, idx)
+    each = _replay_each(model, data, draws, s, shapes, idx, keep=keep)
     pairs = [
         (f"log likelihood of {k!r}", batch.log_lik[k][idx], v) for k, v in each.log_lik.items()
     ]

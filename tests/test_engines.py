@@ -189,6 +189,22 @@ def test_vectorised_replay_equals_the_per_draw_one(monkeypatch, chunk):
     np.testing.assert_allclose(fast.log_joint, slow.log_joint, rtol=1e-5)
 
 
+def test_a_log_likelihood_too_large_to_keep_is_left_out_with_the_reason(monkeypatch):
+    """Past MAX_LOG_LIK_VALUES pointwise values the log-likelihood group is left out and the
+    run says why; the deterministic sites and the draws are kept, as below the limit."""
+    from zoo_inference import replay as replay_module
+
+    sizes = {"num_samples": 30, "warmup": 30, "num_chains": 2}
+    kept = zoo.run("eight_schools_noncentered", "nuts", seed=3, **sizes)
+    monkeypatch.setattr(replay_module, "MAX_LOG_LIK_VALUES", 2 * 30 * 8 - 1)
+    run = zoo.run("eight_schools_noncentered", "nuts", seed=3, **sizes)
+    assert "log_likelihood" in kept.idata and "log_likelihood" not in run.idata
+    why = run.diagnostics["omitted"]["log_likelihood"]
+    assert "60 draws x 8 pointwise terms = 480 values" in why
+    for k in ("theta", "eta", "mu"):
+        np.testing.assert_array_equal(run.idata.posterior[k].values, kept.idata.posterior[k].values)
+
+
 def test_a_model_that_does_not_broadcast_takes_the_per_draw_path(registry):
     """``X @ beta`` with beta drawn under a plate over draws does not broadcast: the per-draw
     path gives the right pointwise log-likelihood, and a warning names the site and why."""
