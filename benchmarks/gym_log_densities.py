@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> None:
         "unnormalized_log_prob in constrained space"
     )
     out: dict[str, Any] = {"how": how, "targets": {}}
-    if args.targets:  # the other targets' saved points stay; each run's command is recorded
+    if args.targets and args.out.exists():  # the others' saved points stay; commands recorded
         out = json.loads(args.out.read_text(encoding="utf-8"))
         out["how"] += f"; then {how}"
     for name in names:

@@ -88,7 +88,10 @@ def german_credit_numeric() -> tuple[np.ndarray, np.ndarray]:
     df = load_german_credit_numeric()
     x = df.drop(columns="label").to_numpy(dtype=float)
     x = (x - x.mean(0, keepdims=True)) / x.std(0, keepdims=True)
-    return x, df["label"].to_numpy(dtype=np.int64) - 1
+    y = df["label"].to_numpy(dtype=np.int64) - 1
+    for a in (x, y):  # cached: every caller shares these arrays
+        a.setflags(write=False)
+    return x, y
 
 
 @dataclass(frozen=True)

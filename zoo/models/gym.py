@@ -709,9 +709,12 @@ def gym_german_credit(features: torch.Tensor, labels: torch.Tensor) -> None:
 
             weights (25) ---> [label_n] <--- features_n     n = 1..1000 applicants
 
-    Default data: Strathclyde's numeric coding (24 attributes), each column standardised, all
-    1000 rows (the Gym holds none out); label 1 a bad credit risk. A 25-dimensional,
-    near-Gaussian posterior with correlated coefficients. Truth: the Gym's reference runs.
+    Default data: UCI's Statlog German credit in Strathclyde's numeric coding (vendored,
+    CC BY 4.0), 24 attributes each standardised, all 1000 rows (the Gym holds none out); label
+    1 a bad credit risk.
+
+    A 25-dimensional, near-Gaussian posterior with correlated coefficients. Truth: the Gym's
+    reference runs.
     """
     d = features.shape[-1] + 1
     w = pyro.sample("weights", dist.Normal(0.0, 1.0).expand([d]).to_event(1))
