@@ -3,7 +3,7 @@
 equal to them (CI has no TensorFlow Probability).
 
     python benchmarks/gym_log_densities.py [--points 3] [--seed 0] \
-        [--out tests/data/gym_log_densities.json]
+        [--out tests/data/gym_log_densities.json] [--targets gym_german_credit]
 
 Needs ``inference_gym`` and ``tensorflow-probability`` (the ``gym-reference`` extra; its NumPy
 substrate: ``from inference_gym import using_numpy``; TFP 0.25's JAX substrate does not import
@@ -15,7 +15,9 @@ except the ill-conditioned Gaussian's covariance, which the Gym rounds to float3
 Cholesky factor; tests/test_gym.py gives the zoo's model that rounded factor there). Radon's
 Gym target is built from the zoo's vendored Minnesota data (the Gym reads it through TensorFlow
 Datasets, which downloads): it checks the model's formula, and tests/test_gym.py checks the
-data's preprocessing.
+data's preprocessing. So is German credit's: the Gym's ``LogisticRegression`` (the class of its
+``GermanCreditNumericLogisticRegression``) on the vendored data, prepared as the Gym prepares
+it (``zoo_datasets.gym.german_credit_numeric``).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import Any
 import numpy as np
 
 import zoo
+from zoo_datasets import gym as gym_data
 
 OUT = Path(__file__).parents[1] / "tests" / "data" / "gym_log_densities.json"
 POSITIVE = {
@@ -69,6 +72,9 @@ def gym_target(name: str) -> Any:
             train_floor_by_county=d["floor_by_county"].numpy(),
             train_log_radon=d["log_radon"].numpy(),
         )
+    if name == "gym_german_credit":
+        features, labels = gym_data.german_credit_numeric()
+        return t.LogisticRegression(train_features=features, train_labels=labels.astype(np.int32))
     raise KeyError(name)
 
 
@@ -98,6 +104,8 @@ def gym_value(target: Any, name: str, point: dict[str, np.ndarray]) -> Any:
         return np.concatenate([np.atleast_1d(point["z"]), point["x"]])
     if name == "gym_ill_conditioned_gaussian":
         return point["x"]
+    if name == "gym_german_credit":
+        return point["weights"]
     if isinstance(dtype, dict):
         return {f: point[f] for f in dtype}
     return type(dtype)(**{f: point[f] for f in dtype._fields})
@@ -112,18 +120,30 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--points", type=int, default=3)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=OUT)
+    p.add_argument(
+        "--targets",
+        default="",
+        help="comma-separated targets to (re)compute, the file's other entries kept as they "
+        "are (default: every target, the file written anew)",
+    )
     args = p.parse_args(argv)
+    names = [n.strip() for n in args.targets.split(",") if n.strip()] or list(TARGETS)
+    unknown = sorted(set(names) - set(TARGETS))
+    if unknown:
+        p.error(f"unknown targets {unknown}; known: {list(TARGETS)}")
     rng = np.random.default_rng(args.seed)
-    out: dict[str, Any] = {
-        "how": (
-            f"benchmarks/gym_log_densities.py --points {args.points} --seed {args.seed}, "
-            f"{datetime.date.today()}: inference_gym {version('inference_gym')} (NumPy "
-            f"substrate), tensorflow-probability {tfp.__version__}; the Gym's "
-            "unnormalized_log_prob in constrained space"
-        ),
-        "targets": {},
-    }
-    for name in TARGETS:
+    how = (
+        f"benchmarks/gym_log_densities.py --points {args.points} --seed {args.seed}"
+        + (f" --targets {','.join(names)}" if args.targets else "")
+        + f", {datetime.date.today()}: inference_gym {version('inference_gym')} (NumPy "
+        f"substrate), tensorflow-probability {tfp.__version__}; the Gym's "
+        "unnormalized_log_prob in constrained space"
+    )
+    out: dict[str, Any] = {"how": how, "targets": {}}
+    if args.targets and args.out.exists():  # the others' saved points stay; commands recorded
+        out = json.loads(args.out.read_text(encoding="utf-8"))
+        out["how"] += f"; then {how}"
+    for name in names:
         target = gym_target(name)
         points, lps = [], []
         for _ in range(args.points):

@@ -44,6 +44,13 @@ def load_radon_minnesota() -> pd.DataFrame:
     return _read("radon_minnesota.csv").copy()
 
 
+def load_german_credit_numeric() -> pd.DataFrame:
+    """UCI's Statlog German credit data, numeric form (Strathclyde's ``german.data-numeric``):
+    1000 applicants, 24 integer attributes ``a1``..``a24`` (ordered categories as codes,
+    indicator columns for the unordered ones) and ``label`` (1 good, 2 bad credit risk)."""
+    return _read("german_credit_numeric.csv").copy()
+
+
 def standardise(x: np.ndarray) -> np.ndarray:
     """Columns centred and scaled to unit sd (so one prior scale fits every coefficient)."""
     x = np.asarray(x, dtype=float)
@@ -111,6 +118,7 @@ __all__ = [
     "load_digits",
     "load_digits_split",
     "load_faithful",
+    "load_german_credit_numeric",
     "load_iris",
     "load_nile",
     "load_radon_minnesota",

@@ -4,7 +4,8 @@
 The wheel ships its small data sets and every target's ground truth as plain NumPy modules
 (``inference_gym.internal.datasets``, ``inference_gym.targets.ground_truth``); importing them
 needs neither TensorFlow nor JAX. Each loader below repeats the Gym's own preprocessing
-(``inference_gym.internal.data``) so that the Gym's ground truth applies unchanged.
+(``inference_gym.internal.data``) so that the Gym's ground truth applies unchanged. German
+credit's data, which the wheel lacks, come from the CSV vendored beside this module.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ def _truth_modules() -> dict[str, ModuleType]:
     """The ground-truth modules of the targets the zoo writes, by the Gym's target name."""
     from inference_gym.targets.ground_truth import (
         brownian_motion_unknown_scales_missing_middle_observations,
+        german_credit_numeric_logistic_regression,
         radon_contextual_effects_minnesota,
         stochastic_volatility_sp500,
         stochastic_volatility_sp500_small,
@@ -31,7 +33,7 @@ def _truth_modules() -> dict[str, ModuleType]:
 
     mods = (
         brownian_motion_unknown_scales_missing_middle_observations,
-        radon_contextual_effects_minnesota,
+        german_credit_numeric_logistic_regression,
         radon_contextual_effects_minnesota,
         stochastic_volatility_sp500,
         stochastic_volatility_sp500_small,
@@ -72,6 +74,24 @@ def item_response_theory() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         np.asarray(m.QUESTION_IDS, dtype=np.int64)[order],
         np.asarray(m.CORRECT, dtype=np.int64)[order],
     )
+
+
+@cache
+def german_credit_numeric() -> tuple[np.ndarray, np.ndarray]:
+    """UCI's numeric German credit data as the Gym's ``german_credit_numeric`` gives it to its
+    logistic regression (all 1000 rows for training, none held out): the 24 attributes
+    standardised by column (mean 0, population sd: ``np.std``'s ddof 0) and the labels 0 (good)
+    and 1 (bad), the file's 1 and 2 less one. Read from the vendored CSV (the Gym reads the same
+    file through TensorFlow Datasets, which downloads). Returns ``(features, labels)``."""
+    from zoo_datasets import load_german_credit_numeric
+
+    df = load_german_credit_numeric()
+    x = df.drop(columns="label").to_numpy(dtype=float)
+    x = (x - x.mean(0, keepdims=True)) / x.std(0, keepdims=True)
+    y = df["label"].to_numpy(dtype=np.int64) - 1
+    for a in (x, y):  # cached: every caller shares these arrays
+        a.setflags(write=False)
+    return x, y
 
 
 @dataclass(frozen=True)
