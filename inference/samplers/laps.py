@@ -1,11 +1,12 @@
-"""LAPS, the Late Adjusted Parallel Sampler (Robnik et al. 2025): MAMS (:mod:`.mams`) whose
+"""LAPS, the Late Adjusted Parallel Sampler (Robnik et al.; arXiv:2601.16696, as the BlackJAX
+sampling book cites it): MAMS (:mod:`.mams`) whose
 warmup is an ensemble's. First an unadjusted microcanonical (MCLMC) burn-in of all chains
 together, its step size set each step from the ensemble's energy-error variance against the
 equipartition's bias, its momentum decoherence length ``L`` from the ensemble's variances, and
 stopped once the ensemble's second moments have settled; then an adjusted (MAMS) phase,
 preconditioned by the ensemble's variances, whose step size is found by bisection to the target
 acceptance. The draws are then MAMS's at the adjusted phase's step size, ``L`` and
-preconditioner. Follows BlackJAX: ``blackjax/adaptation/laps.py`` (``laps``, ``Adaptation``:
+preconditioner. Follows BlackJAX 1.7.1: ``blackjax/adaptation/laps.py`` (``laps``, ``Adaptation``:
 the split of the budget, the preconditioner's step-size rescaling, the adjusted phase),
 ``blackjax/adaptation/laps_burn_in.py`` (``initialize``: velocities along or against the
 gradient by the equipartition; ``Adaptation.update`` and ``while_cond``: the burn-in's step
@@ -19,7 +20,8 @@ gradient a step) that the draws use; the adjusted phase runs the draws' own tran
 (:func:`.mams.transition`: about ``L / step`` jittered steps, no partial refresh within a
 trajectory) so that its bisection tunes the step size of the kernel that follows; the stopping
 rule watches the ensemble's second moments (BlackJAX's default observable is the first moment,
-whose relative fluctuation is undefined for a mean near zero)."""
+whose relative fluctuation is undefined for a mean near zero); the bisection keeps the step size
+that met the target (BlackJAX's moves it once more, to a step size never tried)."""
 
 from __future__ import annotations
 
@@ -70,7 +72,8 @@ def burn_in_step_with_normal(density: Density, *state: torch.Tensor) -> tuple[to
 def refresh_noise(step: float, L: float, D: int) -> float:
     """BlackJAX's ``partially_refresh_momentum``'s noise scale, ``sqrt((exp(2 step / L) - 1)
     / D)``: none for an infinite ``L`` (the first step), a full refresh for ``L`` zero."""
-    return math.sqrt(math.expm1(min(2 * step / L, 50.0)) / D) if L > 0 else math.inf
+    ratio = min(2 * step / L, 50.0) if L > 0 else 50.0  # e^50: the old velocity is lost
+    return math.sqrt(math.expm1(ratio) / D)
 
 
 class Bisection:
@@ -125,15 +128,14 @@ def burn_in(
         eps = torch.full((B, 1), step, dtype=dtype)
         nu = torch.tensor(refresh_noise(step, L, D), dtype=dtype)
         z = torch.randn(B, D, generator=gen, dtype=dtype)
-        nq, nu_, ngrad, nlogp, error = mcmc_step(q, u, grad, logp, eps, nu, z)
-        finite = (
-            nq.isfinite().all(-1) & nu_.isfinite().all(-1) & nlogp.isfinite() & error.isfinite()
-        )
+        new_q, new_u, new_grad, new_logp, error = mcmc_step(q, u, grad, logp, eps, nu, z)
+        finite = new_q.isfinite().all(-1) & new_u.isfinite().all(-1)
+        finite &= new_logp.isfinite() & error.isfinite()
         fresh = torch.randn(B, D, generator=gen, dtype=dtype)  # a reverted chain's new velocity
         fresh = fresh / fresh.norm(dim=-1, keepdim=True)
         f = finite[:, None]
-        q, grad = torch.where(f, nq, q), torch.where(f, ngrad, grad)
-        u, logp = torch.where(f, nu_, fresh), torch.where(finite, nlogp, logp)
+        q, grad = torch.where(f, new_q, q), torch.where(f, new_grad, grad)
+        u, logp = torch.where(f, new_u, fresh), torch.where(finite, new_logp, logp)
         error = torch.where(finite, error, torch.zeros_like(error))
         done += 1
         loop.done(done)
@@ -189,10 +191,11 @@ def mams_laps(
     resume: dict[str, Any] | None = None,
 ) -> Samples:
     """MAMS (:func:`.mams.mams`) after LAPS's ensemble warmup of ``warmup`` gradient
-    evaluations a chain, split as BlackJAX's example splits them: half for the unadjusted
-    burn-in (fewer once the ensemble's second moments settle: the rest is not spent), half for
-    the adjusted phase, draws of about :data:`STEPS_PER_SAMPLE` steps whose step size is
-    bisected to ``target_accept`` (the mean acceptance probability over chains). The burn-in
+    evaluations a chain, split as the BlackJAX sampling book's LAPS example splits them
+    (``num_steps1 = num_steps2``): half for the unadjusted burn-in (fewer once the ensemble's
+    second moments settle: the rest is not spent), half for the adjusted phase, draws of about
+    :data:`STEPS_PER_SAMPLE` steps whose step size is bisected to ``target_accept`` (the mean
+    acceptance probability over chains). The burn-in
     sets the step size from the equipartition (``C bias^(3/8)`` wanted energy-error variance
     per dimension) and ``L = 1.9 sqrt(sum var)`` from the ensemble's variances ``var``, which
     become the preconditioner (the step size divided by their mean's root). The draws follow at
