@@ -65,11 +65,15 @@ def test_exact_on_an_ill_scaled_correlated_gaussian_with_every_gradient_counted(
 
 
 def test_the_bisection_brackets_then_halves_and_keeps_the_step_that_met_the_target():
+    """Doubling until bracketed, then the middle in log; an acceptance near the target but no
+    better known than the tolerance does not stop it, one known to be near does."""
+    noisy = Bisection(0.8)
+    assert noisy.update(1.0, 0.81, 0.05) == pytest.approx(2.0) and not noisy.done
     b = Bisection(0.8)
     assert b.update(1.0, 0.95) == pytest.approx(2.0)  # too cautious: double
     assert b.update(2.0, 0.99) == pytest.approx(4.0)
     assert b.update(4.0, 0.3) == pytest.approx(np.sqrt(8.0))  # bracketed: the middle in log
-    assert b.update(np.sqrt(8.0), 0.81) == pytest.approx(np.sqrt(8.0))  # within 0.03: kept
+    assert b.update(np.sqrt(8.0), 0.81, 0.01) == pytest.approx(np.sqrt(8.0))  # within: kept
     assert b.update(np.sqrt(8.0), 0.1) == pytest.approx(np.sqrt(8.0))  # and stays
 
 

@@ -20,8 +20,11 @@ gradient a step) that the draws use; the adjusted phase runs the draws' own tran
 (:func:`.mams.transition`: about ``L / step`` jittered steps, no partial refresh within a
 trajectory) so that its bisection tunes the step size of the kernel that follows; the stopping
 rule watches the ensemble's second moments (BlackJAX's default observable is the first moment,
-whose relative fluctuation is undefined for a mean near zero); the bisection keeps the step size
-that met the target (BlackJAX's moves it once more, to a step size never tried)."""
+whose relative fluctuation is undefined for a mean near zero); the bisection stops only on an
+acceptance within the tolerance by more than its standard error over the chains (BlackJAX's
+thousands of chains know their mean acceptance to well within the tolerance, the zoo's tens
+do not: stopped on noise, the step size can be far off), and keeps the step size that met
+the target (BlackJAX's moves it once more, to a step size never tried)."""
 
 from __future__ import annotations
 
@@ -79,14 +82,14 @@ def refresh_noise(step: float, L: float, D: int) -> float:
 class Bisection:
     """BlackJAX's ``bisection_monotonic_fn``: the log step size moves by ``log 2`` towards the
     target acceptance (which falls as the step grows) until a bracket is found, then bisects
-    it; it stops once an acceptance comes within :data:`TOLERANCE` of the target, at the step
-    size that gave it (BlackJAX's moves it once more, to a step never tried)."""
+    it; it stops once an acceptance comes within :data:`TOLERANCE` of the target, its standard
+    error over the chains included, at the step size that gave it."""
 
     def __init__(self, target: float) -> None:
         self.target, self.lower, self.upper, self.done = target, -math.inf, math.inf, False
 
-    def update(self, step: float, accept: float) -> float:
-        """The next step size, given the acceptance at ``step``."""
+    def update(self, step: float, accept: float, error: float = 0.0) -> float:
+        """The next step size, given the acceptance at ``step`` and its standard error."""
         x = math.log(step)
         if accept > self.target:
             self.lower = max(self.lower, x)
@@ -96,7 +99,7 @@ class Bisection:
             new = self.upper - math.log(2.0)
         if math.isfinite(self.lower) and math.isfinite(self.upper):
             new = 0.5 * (self.lower + self.upper)
-        self.done = self.done or abs(accept - self.target) < TOLERANCE
+        self.done = self.done or abs(accept - self.target) + error < TOLERANCE
         return step if self.done else math.exp(new)
 
 
@@ -228,7 +231,8 @@ def mams_laps(
             leap, q, logp, grad, step, L, inv_mass, gen, max_steps
         )
         calls += n
-        step = bisection.update(step, float(accept.mean()))
+        se = float(accept.std()) / math.sqrt(B) if B > 1 else math.inf
+        step = bisection.update(step, float(accept.mean()), se)
         loop.done(min(burn_steps + calls, warmup))
     loop.done(warmup)
     state = {
