@@ -17,7 +17,7 @@ stop) and ``blackjax/adaptation/step_size.py`` (``bisection_monotonic_fn``).
 
 Where this differs, and why: both phases integrate with the leapfrog (velocity Verlet, one
 gradient a step) that the draws use; the adjusted phase runs the draws' own transition
-(:func:`.mams.transition`: about ``L / step`` jittered steps, no partial refresh within a
+(:func:`.mams.transition`, at BlackJAX's fixed 15 steps: no partial refresh within a
 trajectory) so that its bisection tunes the step size of the kernel that follows; the stopping
 rule watches the ensemble's second moments (BlackJAX's default observable is the first moment,
 whose relative fluctuation is undefined for a mean near zero); the bisection stops only on an
@@ -196,9 +196,9 @@ def mams_laps(
     """MAMS (:func:`.mams.mams`) after LAPS's ensemble warmup of ``warmup`` gradient
     evaluations a chain, split as the BlackJAX sampling book's LAPS example splits them
     (``num_steps1 = num_steps2``): half for the unadjusted burn-in (fewer once the ensemble's
-    second moments settle: the rest is not spent), half for the adjusted phase, draws of about
+    second moments settle: the rest is not spent), half for the adjusted phase, draws of
     :data:`STEPS_PER_SAMPLE` steps whose step size is bisected to ``target_accept`` (the mean
-    acceptance probability over chains). The burn-in
+    acceptance probability over chains; the draws' jitter would make it noisier). The burn-in
     sets the step size from the equipartition (``C bias^(3/8)`` wanted energy-error variance
     per dimension) and ``L = 1.9 sqrt(sum var)`` from the ensemble's variances ``var``, which
     become the preconditioner (the step size divided by their mean's root). The draws follow at
@@ -228,7 +228,7 @@ def mams_laps(
     for _ in range((warmup - burn_steps) // STEPS_PER_SAMPLE):
         L = STEPS_PER_SAMPLE * step
         q, logp, grad, accept, _, n = transition(
-            leap, q, logp, grad, step, L, inv_mass, gen, max_steps
+            leap, q, logp, grad, step, L, inv_mass, gen, max_steps, STEPS_PER_SAMPLE
         )
         calls += n
         se = float(accept.std()) / math.sqrt(B) if B > 1 else math.inf

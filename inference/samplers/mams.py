@@ -101,16 +101,21 @@ def transition(
     inv_mass: torch.Tensor,
     gen: torch.Generator,
     max_steps: int,
+    steps: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, int]:
     """One MAMS draw of every chain: ``max(1, ceil(U rescale(L / step)))`` steps (``U``
-    uniform, shared by the chains; at most ``max_steps``) of ``leap`` (the declared
-    :func:`isokinetic_leapfrog`) from a fresh uniform velocity, then a Metropolis correction on
-    the energy error. Returns ``(q, logp, grad, accept probability, energy error, steps)``."""
+    uniform, shared by the chains; at most ``max_steps``; ``steps``: that many, no jitter) of
+    ``leap`` (the declared :func:`isokinetic_leapfrog`) from a fresh uniform velocity, then a
+    Metropolis correction on the energy error. Returns ``(q, logp, grad, accept probability,
+    energy error, steps)``."""
     B, D = q.shape
     dtype = q.dtype
     sigma = inv_mass.sqrt().expand(B, D)
-    s = rescale(L / step)
-    n = min(max(1, math.ceil(float(torch.rand((), generator=gen, dtype=dtype)) * s)), max_steps)
+    n = steps
+    if n is None:
+        s = rescale(L / step)
+        u = float(torch.rand((), generator=gen, dtype=dtype))
+        n = min(max(1, math.ceil(u * s)), max_steps)
     u0 = torch.randn(B, D, generator=gen, dtype=dtype)
     u = u0 / u0.norm(dim=-1, keepdim=True)
     cq, cg, clp, kin = q, grad, logp, torch.zeros(B, dtype=dtype)
