@@ -26,7 +26,15 @@ from .enumeration import enum_engine
 from .exact_draws import ENVELOPES, LOW_DIMENSION, inverse_cdf_engine, rejection_engine
 from .importance import PROPOSALS, importance_engine
 from .laplace import laplace_engine
-from .mcmc import chees_engine, grouped_run, hmc_engine, mams_engine, mh_engine, nuts_engine
+from .mcmc import (
+    MAMS_TUNINGS,
+    chees_engine,
+    grouped_run,
+    hmc_engine,
+    mams_engine,
+    mh_engine,
+    nuts_engine,
+)
 from .outputs import Draws, Estimate, Factors
 from .pathfinder import pathfinder_engine
 from .reference import call_reference, in_float64, options_of, to_run
@@ -76,6 +84,7 @@ CHOICES: dict[str, tuple[Any, ...]] = {
     "envelope": ENVELOPES,
     "metric": METRICS,
     "criterion": CRITERIA,
+    "tuning": tuple(MAMS_TUNINGS),
 }
 FLAGS_OR_AUTO = {"jit", "dense_mass"}  # True, False or None (decide by the work)
 

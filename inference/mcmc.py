@@ -44,6 +44,7 @@ from .structure import init_strategy
 # Chains in lockstep share each step's Python work and compiled call: 32 cost little more time
 # than 4, for 8x the effective draws (benchmarks/results/compare_peers.md)
 LOCKSTEP_CHAINS = 32
+MAMS_TUNINGS = {"default": samplers.mams, "laps": samplers.mams_laps}  # mams's warmups
 SUPERCHAIN = 4  # ChEES: chains started together, for nested R-hat
 CHEES_GROUP = 16  # ChEES and MAMS adapt on the chains together: no group smaller than this
 
@@ -452,15 +453,18 @@ def mams_engine(
     ess: float | None = None,
     max_draws: int | None = None,
     init: str | None = None,
+    tuning: str = "default",
 ) -> Run:
     """MAMS, the Metropolis-adjusted microcanonical sampler (Robnik, Cohn-Gordon & Seljak
     2025): isokinetic dynamics from a fresh velocity each draw, a jittered number of steps, the
     step size, trajectory length and diagonal preconditioner shared by the chains and tuned in
-    warmup as BlackJAX tunes them; at most max_steps steps a draw."""
+    warmup as BlackJAX tunes them; at most max_steps steps a draw. ``tuning="laps"``: tuned
+    instead by LAPS's ensemble warmup (:mod:`inference.samplers.laps`), ``warmup`` then
+    counting gradient evaluations a chain."""
     return grouped_run(
         ctx,
         "mams",
-        samplers.mams,
+        MAMS_TUNINGS[tuning],
         num_samples=num_samples,
         warmup=warmup,
         num_chains=num_chains,

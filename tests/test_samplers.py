@@ -502,7 +502,10 @@ def test_only_the_driver_knows_about_compiling():
 def test_a_sampler_is_its_kernel_with_a_progress_option_for_its_loop():
     """The public samplers take the contract's arguments and their kernel's options, and
     ``progress`` in place of the kernel's ``loop``."""
-    for sampler in (samplers.nuts, samplers.chees, samplers.hmc, samplers.mams, samplers.rwmh):
+    for sampler in (
+        samplers.nuts, samplers.chees, samplers.hmc, samplers.mams, samplers.mams_laps,
+        samplers.rwmh,
+    ):  # fmt: skip
         params = inspect.signature(sampler).parameters
         assert list(params)[:5] == ["density", "theta0", "num_samples", "warmup", "gen"]
         assert "loop" not in params and params["progress"].default is False

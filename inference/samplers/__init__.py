@@ -8,7 +8,8 @@
 * :func:`hmc` — static HMC, its integration time jittered around a fixed mean (:mod:`.hmc`).
 * :func:`mams` — the Metropolis-adjusted microcanonical sampler: isokinetic dynamics, one
   step size, one jittered trajectory length and one diagonal preconditioner shared by the
-  chains (:mod:`.mams`).
+  chains (:mod:`.mams`); :func:`mams_laps`, the same after LAPS's ensemble warmup
+  (:mod:`.laps`).
 * :func:`rwmh` — random-walk Metropolis–Hastings with a diagonal proposal (:mod:`.mh`).
 
 Each is ``fn(density, theta0, *, num_samples, warmup, gen, progress=False, **options) ->``
@@ -54,6 +55,7 @@ from .base import Density, Loop, Samples
 from .chees import chees as _chees
 from .driver import as_sampler
 from .hmc import hmc as _hmc
+from .laps import mams_laps as _mams_laps
 from .mams import mams as _mams
 from .mh import rwmh as _rwmh
 from .nuts import nuts as _nuts
@@ -62,6 +64,18 @@ nuts = as_sampler(_nuts, "nuts")
 chees = as_sampler(_chees, "chees")
 hmc = as_sampler(_hmc, "hmc")
 mams = as_sampler(_mams, "mams")
+mams_laps = as_sampler(_mams_laps, "mams_laps", desc="mams")
 rwmh = as_sampler(_rwmh, "rwmh", desc="mh")
 
-__all__ = ["Density", "Loop", "Samples", "as_sampler", "chees", "hmc", "mams", "nuts", "rwmh"]
+__all__ = [
+    "Density",
+    "Loop",
+    "Samples",
+    "as_sampler",
+    "chees",
+    "hmc",
+    "mams",
+    "mams_laps",
+    "nuts",
+    "rwmh",
+]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -90,6 +91,45 @@ def rescale(mu: float) -> float:
     return k + k * (mu - 0.5 * (k + 1)) / (k + 1 - mu)
 
 
+def transition(
+    leap: Callable[..., tuple[torch.Tensor, ...]],
+    q: torch.Tensor,
+    logp: torch.Tensor,
+    grad: torch.Tensor,
+    step: float,
+    L: float,
+    inv_mass: torch.Tensor,
+    gen: torch.Generator,
+    max_steps: int,
+    steps: int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, int]:
+    """One MAMS draw of every chain: ``max(1, ceil(U rescale(L / step)))`` steps (``U``
+    uniform, shared by the chains; at most ``max_steps``; ``steps``: that many, no jitter) of
+    ``leap`` (the declared :func:`isokinetic_leapfrog`) from a fresh uniform velocity, then a
+    Metropolis correction on the energy error. Returns ``(q, logp, grad, accept probability,
+    energy error, steps)``."""
+    B, D = q.shape
+    dtype = q.dtype
+    sigma = inv_mass.sqrt().expand(B, D)
+    n = steps
+    if n is None:
+        s = rescale(L / step)
+        u = float(torch.rand((), generator=gen, dtype=dtype))
+        n = min(max(1, math.ceil(u * s)), max_steps)
+    u0 = torch.randn(B, D, generator=gen, dtype=dtype)
+    u = u0 / u0.norm(dim=-1, keepdim=True)
+    cq, cg, clp, kin = q, grad, logp, torch.zeros(B, dtype=dtype)
+    eps = torch.full((B, 1), step, dtype=dtype)
+    for _ in range(n):
+        cq, u, cg, clp, kin = leap(cq, u, cg, clp, kin, eps, sigma)
+    error = torch.nan_to_num(logp - clp + kin, nan=math.inf)
+    accept = torch.exp(-error).clamp(max=1.0)
+    take = torch.rand(B, generator=gen, dtype=dtype) < accept
+    q = torch.where(take[:, None], cq, q)
+    logp, grad = torch.where(take, clp, logp), torch.where(take[:, None], cg, grad)
+    return q, logp, grad, accept, error, n
+
+
 def mams(
     density: Density,
     theta0: torch.Tensor,
@@ -140,21 +180,10 @@ def mams(
     loop.pace_from(warmup)
     warmup_calls = 0
     for it in range(warmup + num_samples):
-        sigma = inv_mass.sqrt().expand(B, D)
-        s = rescale(L / step)
-        n = min(max(1, math.ceil(float(torch.rand((), generator=gen, dtype=dtype)) * s)), max_steps)
-        u0 = torch.randn(B, D, generator=gen, dtype=dtype)
-        u = u0 / u0.norm(dim=-1, keepdim=True)
-        cq, cg, clp, kin = q, grad, logp, torch.zeros(B, dtype=dtype)
-        eps = torch.full((B, 1), step, dtype=dtype)
-        for _ in range(n):
-            cq, u, cg, clp, kin = leap(cq, u, cg, clp, kin, eps, sigma)
+        q, logp, grad, accept, error, n = transition(
+            leap, q, logp, grad, step, L, inv_mass, gen, max_steps
+        )
         calls += n
-        error = torch.nan_to_num(logp - clp + kin, nan=math.inf)
-        accept = torch.exp(-error).clamp(max=1.0)
-        take = torch.rand(B, generator=gen, dtype=dtype) < accept
-        q = torch.where(take[:, None], cq, q)
-        logp, grad = torch.where(take, clp, logp), torch.where(take[:, None], cg, grad)
         if it < warmup:
             stage = next(k for k, end in enumerate(ends) if it < end)
             if stage % 2 == 0:  # dual averaging, L held (stage 0: L / step held)
