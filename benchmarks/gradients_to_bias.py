@@ -5,7 +5,7 @@ MCLMC paper (Robnik et al. 2023, JMLR), on the Inference Gym's targets (zoo/mode
     python benchmarks/gradients_to_bias.py [--targets banana,brownian_motion] \
         [--engines nuts,chees,mams,nuts:metric=low_rank] [--chains 16] [--draws 2000] \
         [--warmup N] [--seed 0] [--out benchmarks/results/gradients_to_bias.md] [--quick] \
-        [--reference-draws N]
+        [--reference FILE] [--reference-draws N]
 
 For parameter i after n draws of a chain, b²_i(n) = (Ê_n[x_i²] - E[x_i²])² / Var[x_i²], x in
 the Gym's constrained ("identity") parameterisation, which is the zoo's; b²_max = max_i and
@@ -19,9 +19,10 @@ E[x²] = sd² + mean² from the zoo's truth: the Gym's published truth, except o
 whose exact truth replaces it (the Gym's Stan run is 7 and 18 standard errors off on the two
 scales: b² 0.020 and 0.047 against the exact posterior, a floor no sampler could pass). Var[x²]
 is exact where the target is analytic (banana, Neal's funnel, the Gaussian) or integrable
-(Brownian motion, by quadrature); elsewhere it is read from a reference run cached
-in gradients_to_bias_reference.json beside the table (``--reference-draws N`` makes one with the
-zoo's nuts), or, failing that, the Gaussian value 2 sd⁴ + 4 mean² sd², marked as such.
+(Brownian motion, by quadrature); elsewhere it is read from a reference run cached in
+benchmarks/results/gradients_to_bias_reference.json (``--reference FILE`` for another;
+``--reference-draws N`` makes one with the zoo's nuts), or, failing that, the Gaussian value
+2 sd⁴ + 4 mean² sd², marked as such.
 Engines the installed zoo lacks (an unknown engine or option) are skipped with a message.
 """
 
@@ -443,6 +444,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--warmup", type=int, default=None, help="default: each engine's own")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=OUT)
+    p.add_argument(
+        "--reference",
+        type=Path,
+        default=REFERENCE,
+        help="the cached Var[x²] references, read (and written by --reference-draws); "
+        "wherever --out goes",
+    )
     p.add_argument("--quick", action="store_true", help="4 chains x (200 + 200), smoke size")
     p.add_argument(
         "--reference-draws",
@@ -458,7 +466,7 @@ def main(argv: list[str] | None = None) -> None:
     for key in ("chains", "draws", "warmup"):
         if getattr(args, key) is not None:
             sizes[key] = getattr(args, key)
-    ref_file = args.out.parent / REFERENCE.name  # beside the table it serves
+    ref_file = args.reference
     reference = json.loads(ref_file.read_text()) if ref_file.exists() else {}
     if args.reference_draws:
         for t in args.targets:

@@ -145,9 +145,9 @@ def test_engine_specs(g2b):
 
 def test_end_to_end_quick_run_writes_the_table(g2b, tmp_path):
     out = tmp_path / "g2b.md"
-    # a cached Var[x²] reference is read from beside the table
+    # the cached Var[x²] references are read from --reference, wherever the table goes
     ref = {"gym_stochastic_volatility_small": {"var_x2": [1.0] * 103, "how": "a stand-in"}}
-    (tmp_path / "gradients_to_bias_reference.json").write_text(json.dumps(ref))
+    (tmp_path / "refs.json").write_text(json.dumps(ref))
     g2b.main(
         [
             "--quick",
@@ -163,6 +163,8 @@ def test_end_to_end_quick_run_writes_the_table(g2b, tmp_path):
             "60",
             "--out",
             str(out),
+            "--reference",
+            str(tmp_path / "refs.json"),
         ]
     )
     text = out.read_text()
