@@ -17,7 +17,8 @@ END = "<!-- models: end -->"
 
 
 def models_block() -> str:
-    """A table of every registered model: the generic engines that apply, and its own."""
+    """A table of every registered model: the generic engines that apply, and its own (models
+    with none of their own share a row with those whose generic engines are the same)."""
     import zoo
     from zoo_inference.engines import GENERIC_ENGINES
 
@@ -32,11 +33,17 @@ def models_block() -> str:
         "| model | generic engines | its own engines |",
         "|---|---|---|",
     ]
+    groups: dict[tuple[str, ...], list[str]] = {}
     for name in zoo.list_models():
         engines = zoo.get_model(name).engines
         generic = " ".join(e for e in engines if e in GENERIC_ENGINES) or "—"
         own = ", ".join(f"`{e}`" for e in engines if e not in GENERIC_ENGINES) or "—"
-        lines.append(f"| `{name}` | {generic} | {own} |")
+        # models with no engines of their own and the same generic ones share a row
+        key = (generic, own) if own == "—" else (name, generic, own)
+        groups.setdefault(key, []).append(name)
+    for key, names in groups.items():
+        generic, own = key[-2:]
+        lines.append(f"| {', '.join(f'`{n}`' for n in names)} | {generic} | {own} |")
     return "\n".join([*lines, "", END])
 
 

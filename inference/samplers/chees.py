@@ -16,7 +16,7 @@ from .hmc import transition
 from .integrator import masked_leapfrog
 from .metric import metric_kind, per_chain_metric, regularised_covariance, regularised_variance
 from .trajectory import TrajectoryLength, halton, stuck_chains
-from .windows import stan_windows
+from .windows import first_window_start, stan_windows
 
 
 def chees(
@@ -79,6 +79,7 @@ def chees(
     da = DualAveraging(torch.tensor([step], dtype=dtype), target_accept)
     trajectory = TrajectoryLength(step, learning_rate, max_steps, criterion)
     ends = set(stan_windows(warmup))
+    window_start = first_window_start(warmup)  # the fast initial buffer feeds no metric
     window: list[torch.Tensor] = []
     window_lp: list[torch.Tensor] = []
     window_grad: list[torch.Tensor] = []
@@ -109,10 +110,11 @@ def chees(
             step = float(da.update(torch.as_tensor([float(harmonic)], dtype=dtype))[0])
             trajectory.update(u, q, proposal, p_end, acc, ok, inv_mass, step, leap_step)
             T = trajectory.T
-            window.append(q_new)
-            window_lp.append(lp_new)
-            if kind == "low_rank":
-                window_grad.append(g_new)
+            if it >= window_start:
+                window.append(q_new)
+                window_lp.append(lp_new)
+                if kind == "low_rank":
+                    window_grad.append(g_new)
             if it + 1 in ends:
                 stuck = stuck_chains(torch.stack(window_lp, 1), D)
                 if stuck.any():  # restarted where a chain that is not stuck is, chosen at random
