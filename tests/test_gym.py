@@ -503,12 +503,13 @@ def test_german_credit_published_truth_long(engine: str) -> None:
     check_against_truth(name, run)
 
 
-def test_nuts_on_sparse_german_credit_published_truth() -> None:
+@pytest.mark.parametrize("seed", [0, 1])
+def test_mams_on_sparse_german_credit_published_truth(seed: int) -> None:
     """The Gym's published truth for the sparse German credit at check size: every scale's and
-    unscaled weight's mean and sd within Monte-Carlo error of a short NUTS run (2 × (200 +
-    200); MAMS and ChEES mix worse at this size)."""
+    unscaled weight's mean and sd within Monte-Carlo error of a short MAMS run (about 12 s,
+    min bulk ESS about 100: the heavy-tailed local scales)."""
     name = "gym_german_credit_sparse"
-    run = zoo.run(name, "nuts", seed=0, num_chains=2, warmup=200, num_samples=200)
+    run = zoo.run(name, "mams", seed=seed, num_chains=4, warmup=500, num_samples=600)
     check_against_truth(name, run)
 
 
