@@ -770,8 +770,9 @@ def gym_german_credit_sparse(features: torch.Tensor, labels: torch.Tensor) -> No
             local_scales ---+--> weights (25) ---> [label_n] <--- features_n
             unscaled_weights+                        n = 1..1000 applicants
 
-    Default data: as ``gym_german_credit``'s (UCI's Statlog German credit, 24 standardised
-    attributes, all 1000 rows, label 1 a bad credit risk).
+    Default data: ``gym_german_credit``'s, UCI's Statlog German credit in Strathclyde's numeric
+    coding (vendored, CC BY 4.0), 24 attributes each standardised, all 1000 rows, label 1 a bad
+    credit risk.
 
     51 parameters; the scales' Gamma(0.5, ·) priors pile up near zero and the weights are a
     product of three, so the posterior has heavy-tailed, funnel-like scales: a hard target for
