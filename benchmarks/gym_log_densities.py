@@ -15,9 +15,10 @@ except the ill-conditioned Gaussian's covariance, which the Gym rounds to float3
 Cholesky factor; tests/test_gym.py gives the zoo's model that rounded factor there). Radon's
 Gym target is built from the zoo's vendored Minnesota data (the Gym reads it through TensorFlow
 Datasets, which downloads): it checks the model's formula, and tests/test_gym.py checks the
-data's preprocessing. So is German credit's: the Gym's ``LogisticRegression`` (the class of its
-``GermanCreditNumericLogisticRegression``) on the vendored data, prepared as the Gym prepares
-it (``zoo_datasets.gym.german_credit_numeric``).
+data's preprocessing. So are German credit's: the Gym's ``LogisticRegression`` and
+``SparseLogisticRegression`` (the classes of its ``GermanCreditNumericLogisticRegression`` and
+``GermanCreditNumericSparseLogisticRegression``) on the vendored data, prepared as the Gym
+prepares it (``zoo_datasets.gym.german_credit_numeric``).
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ POSITIVE = {
     "white_noise_shock_scale",
     "county_effect_scale",
     "log_radon_scale",
+    "global_scale",
+    "local_scales",
 }
 
 
@@ -75,6 +78,11 @@ def gym_target(name: str) -> Any:
     if name == "gym_german_credit":
         features, labels = gym_data.german_credit_numeric()
         return t.LogisticRegression(train_features=features, train_labels=labels.astype(np.int32))
+    if name == "gym_german_credit_sparse":
+        features, labels = gym_data.german_credit_numeric()
+        return t.SparseLogisticRegression(
+            train_features=features, train_labels=labels.astype(np.int32)
+        )
     raise KeyError(name)
 
 

@@ -25,6 +25,7 @@ def _truth_modules() -> dict[str, ModuleType]:
     from inference_gym.targets.ground_truth import (
         brownian_motion_unknown_scales_missing_middle_observations,
         german_credit_numeric_logistic_regression,
+        german_credit_numeric_sparse_logistic_regression,
         radon_contextual_effects_minnesota,
         stochastic_volatility_sp500,
         stochastic_volatility_sp500_small,
@@ -34,6 +35,7 @@ def _truth_modules() -> dict[str, ModuleType]:
     mods = (
         brownian_motion_unknown_scales_missing_middle_observations,
         german_credit_numeric_logistic_regression,
+        german_credit_numeric_sparse_logistic_regression,
         radon_contextual_effects_minnesota,
         stochastic_volatility_sp500,
         stochastic_volatility_sp500_small,
