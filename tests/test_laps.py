@@ -42,7 +42,7 @@ def test_exact_on_an_ill_scaled_correlated_gaussian_with_every_gradient_counted(
     q0 = torch.rand(32, 5, generator=gen, dtype=torch.float64) * 4 - 2
     density = Counted()
     s = laps_kernel(
-        density, q0, num_samples=1000, warmup=1000, gen=gen, loop=Loop(density)
+        density, q0, num_samples=300, warmup=1000, gen=gen, loop=Loop(density)
     )  # fmt: skip
     x = s.theta.numpy()
     sd = SCALES.numpy()
