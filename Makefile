@@ -19,12 +19,13 @@ $(STAMP): pyproject.toml
 report: $(STAMP)
 	$(VENV)/bin/zoo report --out $(OUT)
 
-# Two worker processes (pytest-xdist): the machines have two cores.
+# Two worker processes (pytest-xdist): the machines have two cores. One torch / OpenMP thread
+# each: two workers of two threads on two cores made the kernels' tests many times slower.
 test: $(STAMP)
-	$(PY) -m pytest -n 2
+	OMP_NUM_THREADS=1 $(PY) -m pytest -n 2
 
 test-slow: $(STAMP)
-	$(PY) -m pytest -n 2 -m slow
+	OMP_NUM_THREADS=1 $(PY) -m pytest -n 2 -m slow
 
 # The newest torch the project supports (pyproject.toml's range), in a venv of its own: the density,
 # sampler and engine tests, which are what touch torch's tracer and compiler (inference/backend).
