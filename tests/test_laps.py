@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 from seeding import shifted
-from test_mams import SCALES, K, ess_of, gaussian
+from test_mams import SCALES, K, ess_of, gaussian, sbc_ranks
 
 import zoo
 from zoo.calibrate import sbc
@@ -142,38 +142,13 @@ def test_a_bad_tuning_is_named():
         zoo.run("normal_normal", "mams", tuning="lap")
 
 
-def _sbc_ranks(inflate: float, seed: int) -> np.ndarray:
-    """Ranks of 100 replications of a 2-coefficient regression (prior N(0, I), five points of
-    noise 0.5, correlated columns): each replication's data in two chains of one ensemble."""
-    reps, chains = 100, 2
-    rng = np.random.default_rng(shifted(seed))
-    X = torch.tensor([[1.0, 0.8], [1.0, 1.2], [1.0, 0.9], [1.0, 1.5], [1.0, 1.1]])
-    X = X.to(torch.float64)
-    beta = torch.as_tensor(rng.standard_normal((reps, 2)))
-    y = beta @ X.T + 0.5 * torch.as_tensor(rng.standard_normal((reps, 5)))
-    y = y.repeat_interleave(chains, 0)
-
-    def density(b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        r = y - b @ X.T
-        return -0.5 * (b**2).sum(-1) - 2.0 * (r**2).sum(-1), -b + 4.0 * r @ X
-
-    gen = torch.Generator().manual_seed(shifted(seed))
-    q0 = torch.rand(reps * chains, 2, generator=gen, dtype=torch.float64) * 4 - 2
-    s = mams_laps(density, q0, num_samples=400, warmup=600, gen=gen)
-    draws = s.theta.reshape(reps, chains, 400, 2).numpy()
-    centre = draws.mean((1, 2), keepdims=True)
-    draws = centre + inflate * (draws - centre)
-    out = [calibration.ranks(beta[i].numpy(), draws[i], 99, rng, mcmc=True)[0] for i in range(reps)]
-    return np.array(out)
-
-
 def test_sbc_calibrated_and_its_inflated_draws_are_not():
     """Pearson's chi-square on 100 ranks in 10 bins at level 1e-3 per coefficient (Bonferroni),
     as tests/test_mams.py's: the exact sampler passes but for about one seed in 500; the same
     draws spread twice as far fail with probability 0.9999."""
-    _, p_good, _ = calibration.uniformity(_sbc_ranks(1.0, 7), 99)
+    _, p_good, _ = calibration.uniformity(sbc_ranks(1.0, 7, mams_laps, warmup=600), 99)
     assert (p_good > 1e-3 / 2).all(), p_good
-    _, p_bad, _ = calibration.uniformity(_sbc_ranks(2.0, 7), 99)
+    _, p_bad, _ = calibration.uniformity(sbc_ranks(2.0, 7, mams_laps, warmup=600), 99)
     assert (p_bad < 1e-3 / 2).all(), p_bad
 
 

@@ -123,9 +123,10 @@ def test_zoo_closed_form_posteriors(model):
     assert run.diagnostics["max_r_hat"] < 1.05
 
 
-def _sbc_ranks(inflate: float, seed: int) -> np.ndarray:
+def sbc_ranks(inflate: float, seed: int, kernel=mams, warmup: int = 300) -> np.ndarray:
     """Ranks of 100 replications of a 2-coefficient regression (prior N(0, I), five points of
-    noise 0.5, correlated columns): each replication's data in two chains of one batch."""
+    noise 0.5, correlated columns) drawn by ``kernel`` (a sampler of the zoo's contract): each
+    replication's data in two chains of one batch, the draws spread ``inflate`` times."""
     reps, chains = 100, 2
     rng = np.random.default_rng(shifted(seed))
     X = torch.tensor([[1.0, 0.8], [1.0, 1.2], [1.0, 0.9], [1.0, 1.5], [1.0, 1.1]])
@@ -140,7 +141,7 @@ def _sbc_ranks(inflate: float, seed: int) -> np.ndarray:
 
     gen = torch.Generator().manual_seed(shifted(seed))
     q0 = torch.rand(reps * chains, 2, generator=gen, dtype=torch.float64) * 4 - 2
-    s = mams(density, q0, num_samples=400, warmup=300, gen=gen)
+    s = kernel(density, q0, num_samples=400, warmup=warmup, gen=gen)
     draws = s.theta.reshape(reps, chains, 400, 2).numpy()
     centre = draws.mean((1, 2), keepdims=True)
     draws = centre + inflate * (draws - centre)
@@ -152,9 +153,9 @@ def test_sbc_calibrated_and_its_inflated_draws_are_not():
     """Pearson's chi-square on 100 ranks in 10 bins at level 1e-3 per coefficient (Bonferroni):
     the exact sampler passes but for about one seed in 500; the same draws spread twice as far
     fail with probability 0.9999 (tests/test_sbc.py's module docstring)."""
-    _, p_good, _ = calibration.uniformity(_sbc_ranks(1.0, 4), 99)
+    _, p_good, _ = calibration.uniformity(sbc_ranks(1.0, 4), 99)
     assert (p_good > 1e-3 / 2).all(), p_good
-    _, p_bad, _ = calibration.uniformity(_sbc_ranks(2.0, 4), 99)
+    _, p_bad, _ = calibration.uniformity(sbc_ranks(2.0, 4), 99)
     assert (p_bad < 1e-3 / 2).all(), p_bad
 
 
