@@ -728,11 +728,16 @@ def gym_german_credit(features: torch.Tensor, labels: torch.Tensor) -> None:
         pyro.sample("labels", dist.Bernoulli(logits=logits), obs=labels)
 
 
+def _on_german_data(features: torch.Tensor, labels: torch.Tensor) -> bool:
+    """Whether the data are the vendored German credit data, as the Gym prepares them."""
+    x, y = gym.german_credit_numeric()
+    return _same(features, x) and _same(labels, y.astype(float))
+
+
 @gym_german_credit.truth
 def _(features: torch.Tensor, labels: torch.Tensor) -> zoo.GroundTruth | None:
     """The Gym's published truth, on the vendored data only."""
-    x, y = gym.german_credit_numeric()
-    if not (_same(features, x) and _same(labels, y.astype(float))):
+    if not _on_german_data(features, labels):
         return None
     return _published(GERMAN_TARGET, {"weights": ""})
 
@@ -793,7 +798,6 @@ def gym_german_credit_sparse(features: torch.Tensor, labels: torch.Tensor) -> No
 @gym_german_credit_sparse.truth
 def _(features: torch.Tensor, labels: torch.Tensor) -> zoo.GroundTruth | None:
     """The Gym's published truth, on the vendored data only."""
-    x, y = gym.german_credit_numeric()
-    if not (_same(features, x) and _same(labels, y.astype(float))):
+    if not _on_german_data(features, labels):
         return None
     return _published(GERMAN_SPARSE_TARGET, GERMAN_SPARSE_SITES)
