@@ -936,8 +936,7 @@ def main(argv: list[str] | None = None) -> None:
 # a peer draws what it is given. Every ladder steps by about sqrt(2), so that no tool's
 # smallest budget is overshot by more than another's. ChEES-style tools adapt across an
 # ensemble and start with more chains.
-PEER_LADDER = ((250, 250), (350, 350), (500, 500), (700, 700), (1000, 1000), (1400, 1400))
-PEER_LADDER += ((2000, 2000),)
+PEER_LADDER = tuple((n, n) for n in (250, 350, 500, 700, 1000, 1400, 2000))
 ZOO_LADDER = ((200, 100), (300, 100), (500, 100), (700, 200), (1000, 500))
 LADDERS: dict[str, tuple[int, tuple[tuple[int, int], ...]]] = {
     "zoo:nuts": (8, ZOO_LADDER),

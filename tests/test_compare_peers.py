@@ -24,6 +24,18 @@ def test_every_peer_has_modules_and_a_ladder() -> None:
     assert set(cp.MATCHED.values()) <= {"nuts", "chees"}
 
 
+def test_every_ladder_steps_by_at_most_five_thirds() -> None:
+    """No tool's smallest sufficient budget is overshot by much more than another's: each rung's
+    warmup at most 5/3 of the last (sqrt(2) where the numbers round evenly)."""
+    for tool, (_, rungs) in cp.LADDERS.items():
+        warmups = [w for w, _ in rungs]
+        assert warmups == sorted(warmups), tool
+        assert all(b <= 5 / 3 * a for a, b in zip(warmups[:-1], warmups[1:], strict=True)), (
+            tool,
+            warmups,
+        )
+
+
 def test_matched_sizes_are_the_zoo_engines_own() -> None:
     # logistic_regression registers nuts with a dense metric; the matched peers get it too
     assert cp.matched_sizes("logistic_regression", "nuts", None) == (32, 500, 500, True)
