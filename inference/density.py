@@ -58,7 +58,7 @@ from .backend import (
 from .discrete import enumerated
 from .reference import as_dtype
 from .results import one_line
-from .runtime import default_dtype, on_device
+from .runtime import default_dtype, on_device, untouched_generators
 from .structure import ModelStructure, init_strategy
 
 MODES = ("compiled", "traced", "vmap", "loop")
@@ -147,8 +147,13 @@ class BatchedDensity:
         g = self.generator(1)
         self._fresh = [self.random_points(g, scale=2.0), self.random_points(g, scale=0.3)]
         self._eager_values: dict[int, tuple[torch.Tensor, Any]] = {}
+        self._call_s = 0.0  # the modelled seconds of a call of the traced graph (policy)
+        self._bare: tuple[str, Fn] | None = None  # compiled mode: the density's own compiled form
         with on_device(device):  # the model's own constants, traced into the graph
             self.mode, self._fn = self._build(compile)
+        if isinstance(self._graph, torch.fx.GraphModule):
+            self._call_s = policy.call_seconds(self._graph)
+        self._built = (self.mode, self._fn)  # what every run starts from (start_run)
         self.start_run(auto_compile=False)  # see tick()
 
     # ----------------------------------------------------------------- the density of one chain
@@ -253,12 +258,16 @@ class BatchedDensity:
         return "compiled", self._traced
 
     def _compile_bare(self) -> None:
-        """The density's own compiled form, checked at fresh points (traced where that fails)."""
+        """The density's own compiled form, checked at fresh points (traced where that fails),
+        made once and kept for later runs."""
         assert self._graph is not None
-        started = time.perf_counter()
-        mode, self._fn = self._compiled(self._graph)
-        self.compile_s += time.perf_counter() - started
         self._bare_compiled = True
+        if self._bare is not None:
+            self.mode, self._fn = self._bare
+            return
+        started = time.perf_counter()
+        mode, self._fn = self._bare = self._compiled(self._graph)
+        self.compile_s += time.perf_counter() - started
         if mode != "compiled":
             self.mode = mode
             warnings.warn(
@@ -325,7 +334,7 @@ class BatchedDensity:
                 else:
                     traced = make_fx(through_graph)(*example)
                     simplify(traced)
-                    fused = script(traced, tuple(example))
+                    fused = self._counted(script(traced, tuple(example)), traced)
                 want = through_graph(*args)
                 # three calls: each set of reused buffers, then the first again
                 for _ in range(3 if reuse_outputs else 1):
@@ -337,17 +346,29 @@ class BatchedDensity:
             self.reasons["fused"] = one_line(e)
             fused = None
         self._fused[key] = fused
-        spent = time.perf_counter() - started
-        if self.mode == "compiled":
-            self.compile_s += spent
-        else:  # scripting (a few tenths of a second, seconds for hmm's graph) is not compiling,
-            self._started += spent  # nor the run's pace, which decides whether to compile
+        if self.mode == "compiled":  # scripting (a few tenths of a second) is not compiling
+            self.compile_s += time.perf_counter() - started
         return fused
 
+    def _counted(self, fn: Callable[..., Any], graph: torch.fx.GraphModule) -> Callable[..., Any]:
+        """``fn``, the scripted form of ``graph``, adding the graph's modelled seconds to the
+        run's work at each call (:meth:`tick` decides from that work)."""
+        cost = policy.call_seconds(graph)
+
+        def counted(*args: torch.Tensor) -> Any:
+            self._work += cost
+            return fn(*args)
+
+        return counted
+
     def start_run(self, *, auto_compile: bool) -> None:
-        """A sampler run begins: ``auto_compile`` decides afresh for it (see :meth:`tick`),
-        unless the settings turn automatic compiling off (``zoo.configure(auto_compile=False)``)."""
+        """A sampler run begins, from the form the density was built in (a run before it may
+        have compiled mid-run): ``auto_compile`` decides afresh for it (see :meth:`tick`), unless
+        the settings turn automatic compiling off (``zoo.configure(auto_compile=False)``). So
+        every run of one call takes the same path, whatever ran before it in the process."""
         self.auto_compile = auto_compile and policy.auto_compile_allowed()
+        self.mode, self._fn = self._built
+        self._bare_calls, self._bare_compiled = 0, False
         self.restart_pace()
         self.compile_s = 0.0  # seconds this run spent tracing and compiling (a warm cache: few)
         self.step_nodes = 0  # what the run's fused sampler step adds to the graph (expect_step)
@@ -358,24 +379,24 @@ class BatchedDensity:
         self.step_nodes = nodes
 
     def restart_pace(self) -> None:
-        """The run's pace is measured afresh from here, and :meth:`tick` counts iterations from
+        """The run's work is counted afresh from here, and :meth:`tick` counts iterations from
         here: for a sampler whose first iterations say little about the rest (ChEES)."""
-        self._spent, self._next_check, self._started = 0.0, 0, time.perf_counter()
+        self._work, self._next_check = 0.0, 0
 
     def tick(self, iteration: int, total: int) -> None:
         """Called by a sampler after each iteration. With ``auto_compile``, once 2% of the run
         (at least 10 iterations) is done and again each time the iterations done double, the
-        traced graph is compiled where the run's pace says it pays
-        (:func:`inference.backend.policy.worth_compiling`, priced by :meth:`compile_cost_s`).
-        Asked again because the pace changes: NUTS's trees grow as warmup shrinks the step."""
+        traced graph is compiled where the run's work so far (the modelled seconds of its graph
+        calls, counted, not timed) says it pays (:func:`inference.backend.policy.
+        worth_compiling`, priced by :meth:`compile_cost_s`). Asked again because the work an
+        iteration changes: NUTS's trees grow as warmup shrinks the step."""
         if not self.auto_compile or self.mode != "traced" or self._graph is None:
             return
         done = iteration + 1
         if done < max(10, total // 50, self._next_check):
             return
         self._next_check = 2 * done
-        elapsed = time.perf_counter() - self._started
-        if policy.worth_compiling(self._spent, elapsed, done, total, self.compile_cost_s()):
+        if policy.worth_compiling(self._work, done, total, self.compile_cost_s()):
             self.mode, self._fn = self._to_compiled(self._graph)
 
     def compile_cost_s(self) -> float:
@@ -425,7 +446,7 @@ class BatchedDensity:
             self._bare_calls += 1
             if self._bare_calls > policy.BARE_COMPILE_AFTER:
                 self._compile_bare()
-        start = time.perf_counter()
+        self._work += self._call_s
         try:
             if self.mode in ("vmap", "loop"):
                 with functional():
@@ -435,7 +456,6 @@ class BatchedDensity:
         except RuntimeError:  # one chain's point breaks the model (a Cholesky, ...): the others
             with functional():  # are evaluated one at a time, the breaking ones get -inf
                 value, grad = sanitised(*self._loop(theta, tolerant=True))
-        self._spent += time.perf_counter() - start
         return value.detach(), grad.detach()
 
     def values(self, theta: torch.Tensor) -> torch.Tensor:
@@ -536,7 +556,9 @@ def batched_density(
     if key in _CACHE:
         _CACHE.move_to_end(key)
         return _CACHE[key]
-    with warnings.catch_warnings():
+    # cached: building it (Pyro's initialisation draws from the prior) must leave the run's
+    # random streams as they were, so that a run draws alike whether it built it or found it
+    with warnings.catch_warnings(), untouched_generators():
         warnings.simplefilter("ignore", UserWarning)
         density = BatchedDensity(
             model, data, structure, chains, compile=compile, dtype=dtype, device=device,

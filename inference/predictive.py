@@ -14,7 +14,6 @@ where they cannot be made (see :func:`replicate`).
 from __future__ import annotations
 
 import dataclasses
-import time
 import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -33,7 +32,10 @@ from .structure import trace_model
 MAX_DRAWS = 50  # posterior draws replayed through the model
 MIN_DRAWS = 10  # fewer replicated data sets than this make no check
 MAX_STORED = 1_000_000  # replicated values kept per run: fewer draws of a large data set
-BUDGET_S = 10.0  # the replay stops (and the draws are left out) after this many seconds
+# sites replayed per run (draws x the model's sites): fewer draws of a model with many sites
+# (a Python loop over time steps), counted rather than timed so that a run's output is the
+# same on a busy machine; about ten seconds of replays
+MAX_SITE_REPLAYS = 100_000
 DISCRETE = "discrete"  # attribute of a posterior_predictive variable: 1 for a discrete site
 
 
@@ -75,13 +77,14 @@ def replicate(
     *,
     draws: int = MAX_DRAWS,
     seed: int = 0,
-    budget_s: float = BUDGET_S,
+    max_site_replays: int = MAX_SITE_REPLAYS,
 ) -> Predictive | None:
     """Replicated data sets from ``draws`` of ``posterior`` (site -> ``(chain, draw, *shape)``,
     evenly spaced over the flattened chains). Latent sites without draws are drawn from the
     model (discrete sites an engine summed out). None where no check can be made: no observed
     site, a continuous latent site without draws (amortised guides), minibatched plates,
-    non-numeric data, too few draws, or a replay slower than ``budget_s``."""
+    non-numeric data, or too few draws (fewer where the model has many sites: at most
+    ``max_site_replays`` sites replayed in all)."""
     first = trace_model(model, data)
     sites = _observed_sites(first)
     if sites is None:
@@ -101,13 +104,12 @@ def replicate(
         return None
     total = int(np.prod(next(iter(arrays.values())).shape[:2]))
     values = sum(int(s["value"].numel()) for s in observed.values())
-    draws = min(draws, total, MAX_STORED // max(values, 1))
+    draws = min(draws, total, MAX_STORED // max(values, 1), max_site_replays // len(first.nodes))
     if draws < min(MIN_DRAWS, total) or total < 2:
         return None
     picks = np.unique(np.linspace(0, total - 1, draws).round().astype(int))
     chosen = {n: a.reshape(total, *a.shape[2:])[picks] for n, a in arrays.items()}
     reps: dict[str, list[np.ndarray]] = {n: [] for n in observed}
-    start = time.perf_counter()
     with seeded(seed):
         for k in range(len(picks)):
             given = {n: torch.as_tensor(chosen[n][k]).to(latent[n]["value"].dtype) for n in fixed}
@@ -118,8 +120,6 @@ def replicate(
                 if y.shape != site["value"].shape:
                     y = y.expand(site["value"].shape)
                 reps[n].append(y.cpu().numpy())
-            if time.perf_counter() - start > budget_s:
-                return None
     return Predictive(
         replicated={n: np.stack(r) for n, r in reps.items()},
         observed={n: s["value"].detach().cpu().numpy() for n, s in observed.items()},

@@ -30,6 +30,21 @@ def seeded(seed: int) -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def untouched_generators() -> Iterator[None]:
+    """Run a block whose random draws must not move the caller's streams (torch's, numpy's,
+    Python's): work that is cached within a process, such as building a model's batched
+    density (Pyro's initialisation draws from the prior), so that a run draws the same
+    numbers whether it built the cached object or found it."""
+    saved = (torch.get_rng_state(), np.random.get_state(), random.getstate())
+    try:
+        yield
+    finally:
+        torch.set_rng_state(saved[0])
+        np.random.set_state(saved[1])
+        random.setstate(saved[2])
+
+
+@contextlib.contextmanager
 def own_param_store() -> Iterator[None]:
     """Run with Pyro's parameter store empty, and give the caller's back afterwards: the same
     names, constraints and tensors (a user's fit goes on where it was)."""

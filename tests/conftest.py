@@ -1,5 +1,4 @@
 import contextlib
-import os
 import warnings
 
 import pytest
@@ -10,11 +9,6 @@ import zoo.api
 
 warnings.filterwarnings("ignore", category=FutureWarning)
 
-# Runs with jit=None stay on the traced graph in tests (tests that check compiling pass jit=True
-# or compile=True): on a fresh machine inductor's cache is cold and each model's first compile
-# costs 10-20 s, more than the smoke-sized runs themselves (inference/config.py). The variable,
-# not zoo.configure: the suite's subprocesses (the CLI) inherit it.
-os.environ.setdefault("ZOO_AUTO_COMPILE", "0")
 # the environment is read once, now: a test that sets a ZOO_ variable for its subprocesses leaves
 # this process's settings alone (tests change those with the `configured` fixture)
 zoo.config()

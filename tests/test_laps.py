@@ -6,8 +6,6 @@ every assertion holds for any seed but about one in a million."""
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 import torch
@@ -20,8 +18,6 @@ from zoo_inference import calibration
 from zoo_inference.samplers import Loop, mams_laps
 from zoo_inference.samplers.laps import Bisection
 from zoo_inference.samplers.laps import mams_laps as laps_kernel
-
-os.environ.setdefault("ZOO_AUTO_COMPILE", "0")
 
 
 class Counted:

@@ -6,7 +6,6 @@ ESS: every assertion holds for any seed but about one in a million."""
 from __future__ import annotations
 
 import math
-import os
 
 import numpy as np
 import pytest
@@ -20,8 +19,6 @@ from zoo_inference.arviz_io import arviz
 from zoo_inference.samplers import Loop, mams
 from zoo_inference.samplers.mams import isokinetic_leapfrog
 from zoo_inference.samplers.mams import mams as mams_kernel
-
-os.environ.setdefault("ZOO_AUTO_COMPILE", "0")
 
 K = 5.0  # Monte-Carlo standard errors allowed
 SCALES = torch.tensor([0.1, 0.3, 1.0, 3.0, 10.0], dtype=torch.float64)

@@ -154,69 +154,64 @@ def test_a_branch_on_a_sampled_value_is_detected_and_falls_back(registry):
         assert float(value[b]) == pytest.approx(float(want), rel=1e-5)
 
 
-def test_auto_compile_asks_again_as_the_pace_changes(monkeypatch, configured):
-    """The decision to compile is taken at 2% of the run (10 iterations at least) and again
-    each time the iterations done double: a run whose density calls look cheap at first and
-    then slow (NUTS's trees grow in warmup) is compiled once their time, projected over the
-    run, exceeds COMPILE_AFTER_S."""
+def _counting(monkeypatch, configured):
+    """beta_bernoulli's density in traced mode with automatic compiling on, and a list that
+    records each compile instead of making it."""
     e = zoo.get_model("beta_bernoulli")
     d = batched_density(e.model, e.load_data(), e.structure, 2)
     compiled: list[int] = []
     monkeypatch.setattr(d, "_to_compiled", lambda graph: compiled.append(1) or ("compiled", d._fn))
-    monkeypatch.setattr(d, "mode", "traced")
-    configured(auto_compile=True)  # the suite turns it off
+    configured(auto_compile=True)
+    return d, compiled
+
+
+def test_auto_compile_asks_again_as_the_work_changes(monkeypatch, configured):
+    """The decision to compile is taken at 2% of the run (10 iterations at least) and again
+    each time the iterations done double: a run whose graph calls are few at first and then
+    many (NUTS's trees grow in warmup) is compiled once their modelled time, projected over the
+    run, exceeds COMPILE_AFTER_S and the rest of the run compiled saves more than the compile."""
+    d, compiled = _counting(monkeypatch, configured)
     d.start_run(auto_compile=True)
     total = 1000
-    for it in range(20):  # 1 ms of density calls an iteration: 1 s over the run
-        d._spent += 0.001
+    for it in range(20):  # 1 ms of modelled work an iteration: 1 s over the run
+        d._work += 0.001
         d.tick(it, total)
     assert not compiled
     for it in range(20, 40):  # then 100 ms an iteration: at 40 done, 50 s over the run
-        d._spent += 0.1
+        d._work += 0.1
         d.tick(it, total)
         assert bool(compiled) == (it + 1 >= 40), it
     assert d.mode == "compiled"
 
 
-def _on_a_clock(monkeypatch, configured):
-    """beta_bernoulli's density in traced mode with automatic compiling on, a clock the test
-    moves by hand, and a list that records each compile instead of making it."""
-    e = zoo.get_model("beta_bernoulli")
-    d = batched_density(e.model, e.load_data(), e.structure, 2)
-    clock = [0.0]
-    compiled: list[int] = []
-    monkeypatch.setattr(density_module, "time", SimpleNamespace(perf_counter=lambda: clock[0]))
-    monkeypatch.setattr(d, "_to_compiled", lambda graph: compiled.append(1) or ("compiled", d._fn))
-    monkeypatch.setattr(d, "mode", "traced")
-    configured(auto_compile=True)
-    return d, clock, compiled
-
-
-def test_auto_compile_follows_the_pace_of_the_whole_run(monkeypatch, configured):
-    """The second rule: density calls that cost nothing, but iterations (the sampler's own eager
-    steps) slow enough that the rest of the run would take over COMPILE_RUN_AFTER_S."""
-    d, clock, compiled = _on_a_clock(monkeypatch, configured)
-    for pace, want in ((0.005, False), (0.05, True)):  # s an iteration: 4.9 s or 49 s to go
-        compiled.clear()
-        d.start_run(auto_compile=True)
-        for it in range(20):
-            clock[0] += pace
-            d.tick(it, 1000)
-        assert d._spent == 0.0 and bool(compiled) is want, pace
+def test_auto_compile_counts_graph_calls_not_seconds(monkeypatch, configured):
+    """The work is counted: each call of the traced density adds its graph's modelled seconds
+    (policy.call_seconds, from the graph's nodes and tensor sizes), whatever the clock says, so
+    a busy machine takes the same path as a quiet one."""
+    d, _ = _counting(monkeypatch, configured)
+    d.start_run(auto_compile=True)
+    assert d._call_s == pytest.approx(backend.policy.call_seconds(d._graph)) and d._call_s > 0
+    theta = d.random_points(d.generator(0))
+    clockless = SimpleNamespace(perf_counter=lambda: 1 / 0)  # a clock read would raise
+    monkeypatch.setattr(density_module, "time", clockless)
+    for _ in range(7):
+        d(theta)
+    assert d._work == pytest.approx(7 * d._call_s)
+    d.restart_pace()
+    assert d._work == 0.0
 
 
 def test_auto_compile_weighs_the_compile_against_what_it_saves(monkeypatch, configured):
-    """Past either rule, a run compiles only where the rest of it, at the compiled pace, saves
-    more than the compile is expected to cost: 49 s to go traced save 31.9 s compiled, worth a
-    20 s compile, not a 40 s one (hmm's NUTS: a 54.6 s compile for a run of 28 s traced). The
-    expected cost grows with the density's graph."""
-    d, clock, compiled = _on_a_clock(monkeypatch, configured)
+    """Past the first rule, a run compiles only where the rest of it, at the compiled pace,
+    saves more than the compile is expected to cost: 49 s of work to go save 31.9 s compiled,
+    worth a 20 s compile, not a 40 s one. The expected cost grows with the density's graph."""
+    d, compiled = _counting(monkeypatch, configured)
     for cost, want in ((40.0, False), (20.0, True)):
         monkeypatch.setattr(d, "compile_cost_s", lambda cost=cost: cost)
         compiled.clear()
         d.start_run(auto_compile=True)
         for it in range(20):
-            clock[0] += 0.05  # 49 s to go at this pace
+            d._work += 0.05  # 49 s to go at this rate
             d.tick(it, 1000)
         assert bool(compiled) is want, cost
     e = zoo.get_model("beta_bernoulli")
@@ -224,6 +219,16 @@ def test_auto_compile_weighs_the_compile_against_what_it_saves(monkeypatch, conf
     big = zoo.get_model("hmm")
     large = batched_density(big.model, big.load_data(), big.structure, 3)
     assert backend.policy.COMPILE_S < small.compile_cost_s() < large.compile_cost_s()
+
+
+def test_each_run_starts_from_the_form_the_density_was_built_in(monkeypatch, configured):
+    """A run that compiled mid-run leaves the cached density compiled; the next run of the same
+    call starts traced again and takes the same path (the compiled step, made once, is reused)."""
+    d, _ = _counting(monkeypatch, configured)
+    d.start_run(auto_compile=True)
+    d.mode = "compiled"  # as a mid-run compile leaves it
+    d.start_run(auto_compile=True)
+    assert d.mode == "traced" and d._fn is d._traced
 
 
 def test_a_compile_is_priced_with_the_nodes_its_fused_step_adds():
@@ -631,7 +636,7 @@ def test_the_engines_pass_the_metric_on(engine, asked, metric):
 def _pair(name, **kw):
     zoo_run = zoo.run(name, "nuts", seed=3, **kw)
     # Pyro's NUTS with its JIT-compiled potential: the same sampler, 2-3 times faster here
-    pyro_run = zoo.run(name, "nuts", backend="pyro", seed=4, jit=True, **kw)
+    pyro_run = zoo.run(name, "pyro_nuts", seed=4, jit=True, **kw)
     return zoo_run, pyro_run
 
 
@@ -742,8 +747,8 @@ def test_bad_sampler_options_are_refused():
         zoo.run("beta_bernoulli", "nuts", num_chains=2, chain_groups=3)
     with pytest.raises(ValueError, match="at 16 chains or more a group; at most 2 here"):
         zoo.run("beta_bernoulli", "chees", num_chains=32, chain_groups=3)
-    with pytest.raises(ValueError, match="Pyro's NUTS runs a chain a process"):
-        zoo.run("beta_bernoulli", "nuts", backend="pyro", chain_groups=2)
+    with pytest.raises(ValueError, match="unknown option 'chain_groups' for engine 'pyro_nuts'"):
+        zoo.run("beta_bernoulli", "pyro_nuts", chain_groups=2)
     with pytest.raises(ValueError, match="'jit' must be True, False or None"):
         zoo.run("beta_bernoulli", "chees", jit="yes")
 
@@ -915,7 +920,7 @@ def test_chees_metric_windows_leave_out_the_fast_initial_buffer(monkeypatch):
     assert bool(((diag > 0.3) & (diag < 3)).all()), diag  # a standard normal's, not the way in
 
 
-def test_chees_weighs_its_compile_on_the_pace_of_its_draws(monkeypatch, configured):
+def test_chees_weighs_its_compile_on_the_work_of_its_draws(monkeypatch, configured):
     """ChEES asks the density whether to compile only while it draws, the pace measured from
     the end of warmup: its warmup's first iterations, before the metric settles, cost several
     times the draws. The density's pace restarts where the sampler says."""
@@ -936,14 +941,14 @@ def test_chees_weighs_its_compile_on_the_pace_of_its_draws(monkeypatch, configur
     samplers.chees(Recording(), q, num_samples=30, warmup=40, gen=gen)
     assert events == ["restart", *((i, 30) for i in range(30))]
 
-    d, clock, compiled = _on_a_clock(monkeypatch, configured)
+    d, compiled = _counting(monkeypatch, configured)
     d.start_run(auto_compile=True)
-    for it in range(9):  # a second an iteration, before the first check: 990 s to go
-        clock[0] += 1.0
+    for it in range(9):  # a second of work an iteration, before the first check: 990 s to go
+        d._work += 1.0
         d.tick(it, 1000)
     d.restart_pace()
     for it in range(20):  # then 5 ms an iteration: 5 s to go, not worth a compile
-        clock[0] += 0.005
+        d._work += 0.005
         d.tick(it, 1000)
     assert not compiled
 

@@ -32,8 +32,6 @@ from zoo import cli
 from zoo.calibrate import SBCResult, sbc, sbc_models, scaled, simulate
 from zoo_inference import calibration
 
-os.environ.setdefault("ZOO_AUTO_COMPILE", "0")
-
 REPS = 100
 ALPHA = 1e-3
 inflated = functools.partial(scaled, factor=2.0)  # draws twice as far from their mean

@@ -91,6 +91,7 @@ class DrivenLoop(Loop):
     ) -> None:
         super().__init__(density)
         self.total, self.shown, self.start = total, 0, 0
+        self.compiled_from: int | None = None  # the iteration a mid-run compile took effect at
         self._tick = getattr(density, "tick", None)
         self.bar = tqdm(total=total, disable=not progress, desc=desc, leave=False, mininterval=0.5)
 
@@ -115,7 +116,10 @@ class DrivenLoop(Loop):
         if before < self.start <= iterations:
             self._restart_pace()
         if iterations > self.start and self._tick is not None:
+            was = getattr(self.density, "mode", None)
             self._tick(iterations - self.start - 1, self.total - self.start)
+            if self.compiled_from is None and was != getattr(self.density, "mode", None):
+                self.compiled_from = iterations
 
     def pace_from(self, iterations: int) -> None:
         self.start = iterations
@@ -147,12 +151,15 @@ def as_sampler(kernel: Kernel, name: str, *, desc: str | None = None) -> Sampler
     ) -> Samples:
         loop = DrivenLoop(density, warmup + num_samples, progress=progress, desc=desc or name)
         try:
-            return kernel(
+            out = kernel(
                 density, theta0, num_samples=num_samples, warmup=warmup, gen=gen, loop=loop,
                 **options,
             )  # fmt: skip
         finally:
             loop.close()
+        if loop.compiled_from is not None:  # which form ran when: the run's diagnostics say
+            out.info["compiled_from_iteration"] = loop.compiled_from
+        return out
 
     params = [p for p in inspect.signature(kernel).parameters.values() if p.name != "loop"]
     progress = inspect.Parameter(
