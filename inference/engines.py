@@ -20,29 +20,22 @@ from typing import Any
 import numpy as np
 import torch
 
+from . import samplers
 from .algorithms.em import E_STEPS, M_STEPS
 from .context import EngineContext
 from .enumeration import enum_engine
 from .exact_draws import ENVELOPES, LOW_DIMENSION, inverse_cdf_engine, rejection_engine
 from .importance import PROPOSALS, importance_engine
 from .laplace import laplace_engine
-from .mcmc import (
-    MAMS_TUNINGS,
-    chees_engine,
-    grouped_run,
-    hmc_engine,
-    mams_engine,
-    mh_engine,
-    nuts_engine,
-)
-from .outputs import Draws, Estimate, Factors
+from .mcmc import CHEES_GROUP, LOCKSTEP_CHAINS, SUPERCHAIN, grouped_run, pyro_nuts_engine
+from .outputs import Draws, Estimate, Factors, check_values
 from .pathfinder import pathfinder_engine
 from .reference import call_reference, in_float64, options_of, to_run
 from .results import Run, ZooError
 from .runtime import device_of
-from .samplers import Samples
+from .samplers import MAMS_TUNINGS, Samples
 from .samplers.driver import target_sizes
-from .samplers.metric import METRICS
+from .samplers.metric import METRICS, check_metric
 from .samplers.trajectory import CRITERIA
 from .structure import ModelStructure, inspect_model
 from .svi import ELBOS, GUIDES, svi_engine
@@ -116,6 +109,9 @@ class EngineSpec:
     generic: bool = True
     needs: str = "latent"
     budgets: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # runs only where a call names it: not among a model's engines (compare, reports, sweeps)
+    opt_in: bool = False
+    sampler: Callable[..., Samples] | None = None  # a sampler engine's sampler (register_sampler)
 
     def not_applicable(self, structure: ModelStructure, has_guide: bool) -> str | None:
         """None if the engine applies to a model of this structure, else the reason."""
@@ -154,10 +150,11 @@ def declare(
     budgets: Mapping[str, Mapping[str, Any]],
     generic: bool = True,
     defaults: Mapping[str, Any] | None = None,
+    opt_in: bool = False,
 ) -> EngineSpec:
     """The one declaration of an engine: its options are ``fn``'s keyword-only parameters
     (with their defaults) unless ``defaults`` names them; ``budgets`` may only set options it
-    has."""
+    has. ``opt_in``: the engine runs only where a call names it (see :class:`EngineSpec`)."""
     if defaults is None:
         params = inspect.signature(fn).parameters.values()
         defaults = {p.name: p.default for p in params if p.kind == p.KEYWORD_ONLY}
@@ -170,7 +167,7 @@ def declare(
         if unknown:
             raise ValueError(f"engine {name!r}: budget {level!r} sets unknown {sorted(unknown)}")
     budgets = {level: dict(options) for level, options in budgets.items()}
-    return EngineSpec(name, fn, summary, dict(defaults), generic, needs, budgets)
+    return EngineSpec(name, fn, summary, dict(defaults), generic, needs, budgets, opt_in)
 
 
 _SAMPLER = "continuous"
@@ -187,73 +184,6 @@ GENERIC_ENGINES: dict[str, EngineSpec] = {
                 "check": {"num_steps": 300, "num_samples": 300},
                 "quick": {"num_steps": 1000, "num_samples": 500},
                 "full": {"num_steps": 3000, "num_samples": 2000},
-            },
-        ),
-        declare(
-            "nuts",
-            nuts_engine,
-            "No-U-Turn sampler, chains in lockstep, discrete sites enumerated",
-            needs=_SAMPLER,
-            budgets={
-                "smoke": {"num_samples": 50, "warmup": 50, "num_chains": 2},
-                "check": {"num_samples": 100, "warmup": 100, "num_chains": 1},
-                # 4 chains of 600 draws: R-hat's excess over 1 shrinks with a chain's length,
-                # not with the number of chains (it measures autocorrelation over the chain:
-                # about tau / 2n): fewer, longer chains keep well-mixed runs under 1.01
-                "quick": {"num_samples": 600, "warmup": 300, "num_chains": 4, "chain_groups": 1},
-                "full": {"num_samples": 1000, "warmup": 1000, "num_chains": 32, "chain_groups": 1},
-            },
-        ),
-        declare(
-            "chees",
-            chees_engine,
-            "ChEES-HMC, many chains, discrete sites enumerated",
-            needs=_SAMPLER,
-            budgets={
-                "smoke": {"num_samples": 50, "warmup": 50, "num_chains": 8},
-                "check": {"num_samples": 50, "warmup": 300, "num_chains": 16},
-                # the draws are cheap (a few leapfrog steps each once T is adapted) and the
-                # warmup is most of the cost: more draws per warmup iteration
-                "quick": {"num_samples": 500, "warmup": 300, "num_chains": 32, "chain_groups": 1},
-                "full": {"num_samples": 1000, "warmup": 1000, "num_chains": 64, "chain_groups": 1},
-            },
-        ),
-        declare(
-            "hmc",
-            hmc_engine,
-            "Hamiltonian Monte Carlo, discrete sites enumerated",
-            needs=_SAMPLER,
-            budgets={
-                "smoke": {"num_samples": 50, "warmup": 50, "num_chains": 2},
-                "check": {"num_samples": 100, "warmup": 100, "num_chains": 1},
-                # 300 + 700 rather than 500 + 500: the same cost, and a steadier R-hat (about
-                # tau / 2n) from longer chains
-                "quick": {"num_samples": 700, "warmup": 300, "num_chains": 4, "chain_groups": 1},
-                "full": {"num_samples": 1000, "warmup": 1000, "num_chains": 8, "chain_groups": 1},
-            },
-        ),
-        declare(
-            "mams",
-            mams_engine,
-            "adjusted microcanonical sampler (MAMS), many chains, discrete sites enumerated",
-            needs=_SAMPLER,
-            budgets={
-                "smoke": {"num_samples": 50, "warmup": 100, "num_chains": 8},
-                "check": {"num_samples": 100, "warmup": 300, "num_chains": 16},
-                "quick": {"num_samples": 500, "warmup": 500, "num_chains": 32, "chain_groups": 1},
-                "full": {"num_samples": 1000, "warmup": 1000, "num_chains": 64, "chain_groups": 1},
-            },
-        ),
-        declare(
-            "mh",
-            mh_engine,
-            "random-walk Metropolis–Hastings, adaptive proposal",
-            needs=_SAMPLER,
-            budgets={
-                "smoke": {"num_samples": 200, "warmup": 200, "num_chains": 2},
-                "check": {"num_samples": 1000, "warmup": 1000, "num_chains": 2},  # 2: R-hat
-                "quick": {"num_samples": 1000, "warmup": 1000, "num_chains": 2, "chain_groups": 1},
-                "full": {"num_samples": 5000, "warmup": 5000, "num_chains": 4, "chain_groups": 1},
             },
         ),
         declare(
@@ -510,6 +440,7 @@ SAMPLER_DEFAULTS: dict[str, Any] = {
     "device": "cpu",
     "ess": None,
     "max_draws": None,
+    "init": None,
 }
 SAMPLER_BUDGETS: dict[str, dict[str, Any]] = {
     "smoke": {"num_samples": 100, "warmup": 100, "num_chains": 2},
@@ -569,6 +500,10 @@ def register_engine(
     def run(ctx: EngineContext, **options: Any) -> Run:
         out = fn(ctx, **options)
         if isinstance(out, Run):
+            if out.idata is not None and "posterior" in out.idata.groups():
+                post = out.idata.posterior
+                values = {k: post[k].values for k in post.data_vars}
+                check_values(name, "a Run", values, ctx.structure, ("chain", "draw"))
             return out
         if isinstance(out, Draws | Estimate | Factors):
             return to_run(name, out, ctx)
@@ -591,9 +526,14 @@ def register_sampler(
     *,
     description: str = "",
     budgets: Mapping[str, Mapping[str, Any]] | None = None,
+    defaults: Mapping[str, Any] | None = None,
+    min_group: int = 1,
+    superchain: int = 1,
+    check: Callable[[dict[str, Any]], None] | None = None,
     replace: bool = False,
 ) -> EngineSpec:
-    """Add an MCMC sampler as a generic engine, run like the built-in ones.
+    """Add an MCMC sampler as a generic engine. The zoo's own samplers (nuts, chees, hmc, mams,
+    mh) are registered by this function too, so a user's sampler gets exactly what they get.
 
     ``fn(density, theta0, *, num_samples, warmup, gen, progress, **options) -> Samples``:
     ``density(theta) -> (log_density, gradient)`` on a ``(chains, D)`` batch of points on the
@@ -601,31 +541,59 @@ def register_sampler(
     points, ``gen`` the chains' ``torch.Generator``; it returns :class:`Samples` with ``theta``
     ``(chains, num_samples, D)``, per-draw ``stats`` ``(chains, num_samples)`` (``diverging``,
     ``accept`` are shown where given), the number of gradient evaluations and ``info``. The
-    engine adds ``num_chains``, ``chain_groups``, ``jit``, ``parallel``, ``device``, ``ess``
-    and ``max_draws`` to the sampler's own options (its other keyword arguments) and gives it
-    the compiled density, chain groups in worker processes, constrained draws, discrete sites
-    recovered, R-hat and ESS. A run to an ESS target (``ess=``, see
-    :func:`~inference.samplers.driver.sample_chains`) needs a sampler that can go on: one that
-    takes ``resume=None`` and, given the ``Samples.state`` its last call returned (and
-    ``warmup=0``), continues its chains from ``theta0`` without adapting again."""
+    sampler's own options are its other keyword arguments, with their defaults (written once,
+    in its signature: what ``zoo info`` lists and ``zoo.run`` uses). The engine adds the
+    runner's options (:data:`SAMPLER_DEFAULTS`: ``num_samples``, ``warmup``, ``num_chains``,
+    ``chain_groups``, ``jit``, ``parallel``, ``device``, ``ess``, ``max_draws``, ``init``) and
+    gives the sampler the compiled density, chain groups in worker processes, constrained
+    draws, discrete sites recovered, R-hat and ESS.
+
+    ``defaults``: the runner's options at other values than :data:`SAMPLER_DEFAULTS` for this
+    sampler (``{"num_chains": 32}``); ``budgets``: its options at each level of
+    :data:`BUDGETS` (sizes: draws, warmup, chains); ``min_group``: the fewest chains a group
+    may hold (an ensemble sampler that adapts on its chains together); ``superchain``: chains
+    started together at one point, in consecutive groups of this many (nested R-hat);
+    ``check(options)``: raises ValueError on options that contradict each other, before any
+    work. A run to an ESS target (``ess=``, see :func:`~inference.samplers.driver.
+    sample_chains`) needs a sampler that can go on: one that takes ``resume=None`` and, given
+    the ``Samples.state`` its last call returned (and ``warmup=0``), continues its chains from
+    ``theta0`` without adapting again."""
     _check_engine_name(name, replace)
     own = _sampler_options(name, fn)
     resumable = own.pop("resume", inspect.Parameter.empty) is None
+    runner = dict(SAMPLER_DEFAULTS)
+    if unknown := sorted(set(defaults or {}) - set(runner)):
+        raise ZooError(
+            f"sampler {name!r}: defaults {unknown} are not the runner's options "
+            f"({', '.join(runner)}); a sampler's own options take their defaults from its "
+            "signature"
+        )
+    runner.update(defaults or {})
+    for key, value in (("min_group", min_group), ("superchain", superchain)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ZooError(f"sampler {name!r}: {key} must be a positive integer, got {value!r}")
     budgets = SAMPLER_BUDGETS if budgets is None else budgets
     checked = _checked(name, fn)
 
     def run(ctx: EngineContext, **options: Any) -> Run:
+        if check is not None:
+            try:
+                check(options)
+            except ValueError as e:
+                raise ZooError(str(e)) from None
         driver = {k: options.pop(k) for k in SAMPLER_DEFAULTS}
         if driver["ess"] is not None and not resumable:
             raise ZooError(
                 f"sampler {name!r} cannot run to an ESS target (ess=): its function takes no "
                 "`resume` (the Samples.state of its last call, to go on without a new warmup)"
             )
-        return grouped_run(ctx, name, checked, **driver, **options)
+        return grouped_run(
+            ctx, name, checked, superchain=superchain, min_group=min_group, **driver, **options
+        )
 
     summary = description or _first_line(fn, name)
-    defaults = {**SAMPLER_DEFAULTS, **own}
-    spec = declare(name, run, summary, needs=_SAMPLER, budgets=budgets, defaults=defaults)
+    spec = declare(name, run, summary, needs=_SAMPLER, budgets=budgets, defaults={**runner, **own})
+    spec = dataclasses.replace(spec, sampler=fn)
     GENERIC_ENGINES[name] = spec
     return spec
 
@@ -703,3 +671,105 @@ def _checked(name: str, fn: Callable[..., Samples]) -> Callable[..., Samples]:
         return dataclasses.replace(out, theta=out.theta.detach(), stats=stats, info=dict(out.info))
 
     return sampler
+
+
+# ------------------------------------------------------------------- the zoo's own samplers
+# Registered as a user's sampler is (register_sampler): each kernel's options and their
+# defaults are its signature's; here only the runner's sizes and the chains' layout.
+def _metric_check(dense_default: bool | None) -> Callable[[dict[str, Any]], None]:
+    def check(options: dict[str, Any]) -> None:
+        check_metric(options.get("metric"), options.get("dense_mass"), dense_default)
+
+    return check
+
+
+register_sampler(
+    "nuts",
+    samplers.nuts,
+    description="No-U-Turn sampler, asynchronous chains, discrete sites enumerated",
+    defaults={"num_samples": 500, "warmup": 500, "num_chains": LOCKSTEP_CHAINS},
+    check=_metric_check(False),
+    budgets={
+        "smoke": {"num_samples": 50, "warmup": 50, "num_chains": 2},
+        "check": {"num_samples": 100, "warmup": 100, "num_chains": 1},
+        # 4 chains of 600 draws: R-hat's excess over 1 shrinks with a chain's length, not with
+        # the number of chains (it measures autocorrelation over the chain: about tau / 2n):
+        # fewer, longer chains keep well-mixed runs under 1.01
+        "quick": {"num_samples": 600, "warmup": 300, "num_chains": 4, "chain_groups": 1},
+        "full": {"num_samples": 1000, "warmup": 1000, "num_chains": 32, "chain_groups": 1},
+    },
+)
+register_sampler(
+    "chees",
+    samplers.chees,
+    description="ChEES-HMC, many chains, discrete sites enumerated",
+    defaults={"num_samples": 1000, "warmup": 300, "num_chains": 32},
+    min_group=CHEES_GROUP,
+    superchain=SUPERCHAIN,
+    check=_metric_check(None),
+    budgets={
+        "smoke": {"num_samples": 50, "warmup": 50, "num_chains": 8},
+        "check": {"num_samples": 50, "warmup": 300, "num_chains": 16},
+        # the draws are cheap (a few leapfrog steps each once T is adapted) and the warmup is
+        # most of the cost: more draws per warmup iteration
+        "quick": {"num_samples": 500, "warmup": 300, "num_chains": 32, "chain_groups": 1},
+        "full": {"num_samples": 1000, "warmup": 1000, "num_chains": 64, "chain_groups": 1},
+    },
+)
+register_sampler(
+    "hmc",
+    samplers.hmc,
+    description="Hamiltonian Monte Carlo, discrete sites enumerated",
+    defaults={"num_samples": 500, "warmup": 500, "num_chains": LOCKSTEP_CHAINS},
+    budgets={
+        "smoke": {"num_samples": 50, "warmup": 50, "num_chains": 2},
+        "check": {"num_samples": 100, "warmup": 100, "num_chains": 1},
+        # 300 + 700 rather than 500 + 500: the same cost, and a steadier R-hat (about tau / 2n)
+        # from longer chains
+        "quick": {"num_samples": 700, "warmup": 300, "num_chains": 4, "chain_groups": 1},
+        "full": {"num_samples": 1000, "warmup": 1000, "num_chains": 8, "chain_groups": 1},
+    },
+)
+register_sampler(
+    "mams",
+    samplers.mams,
+    description="adjusted microcanonical sampler (MAMS), many chains, discrete sites enumerated",
+    defaults={"num_samples": 1000, "warmup": 500, "num_chains": LOCKSTEP_CHAINS},
+    min_group=CHEES_GROUP,
+    budgets={
+        "smoke": {"num_samples": 50, "warmup": 100, "num_chains": 8},
+        "check": {"num_samples": 100, "warmup": 300, "num_chains": 16},
+        "quick": {"num_samples": 500, "warmup": 500, "num_chains": 32, "chain_groups": 1},
+        "full": {"num_samples": 1000, "warmup": 1000, "num_chains": 64, "chain_groups": 1},
+    },
+)
+register_sampler(
+    "mh",
+    samplers.rwmh,
+    description="random-walk Metropolis–Hastings, adaptive proposal",
+    defaults={"num_samples": 2000, "warmup": 2000, "num_chains": 2},
+    budgets={
+        "smoke": {"num_samples": 200, "warmup": 200, "num_chains": 2},
+        "check": {"num_samples": 1000, "warmup": 1000, "num_chains": 2},  # 2: R-hat
+        "quick": {"num_samples": 1000, "warmup": 1000, "num_chains": 2, "chain_groups": 1},
+        "full": {"num_samples": 5000, "warmup": 5000, "num_chains": 4, "chain_groups": 1},
+    },
+)
+GENERIC_ENGINES["pyro_nuts"] = declare(
+    "pyro_nuts",
+    pyro_nuts_engine,
+    "Pyro's own NUTS, a chain a process: the independent check of nuts (only where named)",
+    needs=_SAMPLER,
+    opt_in=True,
+    budgets={
+        "smoke": {"num_samples": 50, "warmup": 50, "num_chains": 2},
+        "check": {"num_samples": 100, "warmup": 100, "num_chains": 1},
+    },
+)
+# the table's order: svi, the samplers, then the rest as declared above
+_ORDER = ("svi", "nuts", "chees", "hmc", "mams", "mh")
+_table = dict(GENERIC_ENGINES)
+GENERIC_ENGINES.clear()
+GENERIC_ENGINES.update({n: _table[n] for n in _ORDER})
+GENERIC_ENGINES.update({n: v for n, v in _table.items() if n not in _ORDER})
+BUILTIN_ENGINES = frozenset(GENERIC_ENGINES)

@@ -12,7 +12,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .results import EvidenceKind
+import numpy as np
+
+from .results import EvidenceKind, ZooError
+from .structure import ModelStructure
 
 
 @dataclass
@@ -65,3 +68,50 @@ class Factors:
 
 
 Output = Estimate | Draws | Factors
+
+
+def check_values(
+    engine: str,
+    kind: str,
+    values: Mapping[str, Any],
+    structure: ModelStructure,
+    lead: tuple[str, ...],
+) -> None:
+    """Raises :class:`~inference.results.ZooError` where what ``engine`` returned (``kind``:
+    ``"Draws"``, ``"Estimate"``, ``"Factors"``, ``"Run"``) does not fit the model's sites:
+    a name the model has no latent or deterministic site of, an array whose shape is not the
+    leading dimensions ``lead`` (``("chain", "draw")``) followed by the site's shape, a
+    non-numeric dtype, or a value that is not finite. One error, naming the engine, the site,
+    the shape expected and the shape received. ``values``: site -> array, or for ``Factors``
+    site -> (a distribution's shape, None)."""
+    known = {*structure.latent, *structure.deterministic}
+    for site, value in values.items():
+        if site not in known:
+            raise ZooError(
+                f"engine {engine!r} returned {kind} of site {site!r}, which the model does not "
+                f"have (its latent and deterministic sites: {', '.join(sorted(known)) or 'none'})"
+            )
+        if structure.subsampled:  # a site's shape there is one subsample's
+            continue
+        want = tuple(structure.shapes.get(site, ()))
+        shape = tuple(np.shape(value)) if not isinstance(value, tuple) else value
+        if len(shape) != len(lead) + len(want) or shape[len(lead) :] != want:
+            dims = ", ".join([*lead, *map(str, want)])
+            raise ZooError(
+                f"engine {engine!r} returned {kind} of site {site!r} shaped {shape}; the model's "
+                f"site is shaped {want}, so {kind} must be shaped ({dims})"
+            )
+        if isinstance(value, tuple):
+            continue
+        array = np.asarray(value)
+        if not (np.issubdtype(array.dtype, np.number) or array.dtype == np.bool_):
+            raise ZooError(
+                f"engine {engine!r} returned {kind} of site {site!r} with dtype {array.dtype}; "
+                "it must be numeric"
+            )
+        if np.issubdtype(array.dtype, np.floating) and not np.isfinite(array).all():
+            bad = int((~np.isfinite(array)).sum())
+            raise ZooError(
+                f"engine {engine!r} returned {kind} of site {site!r} with {bad} values that are "
+                "not finite (NaN or inf)"
+            )

@@ -19,7 +19,7 @@ import torch
 
 from .arviz_io import make_run, mcmc_convergence
 from .context import EngineContext
-from .outputs import Draws, Estimate, Factors, Output
+from .outputs import Draws, Estimate, Factors, Output, check_values
 from .results import Evidence, GroundTruth, Run
 from .runtime import default_dtype
 
@@ -55,8 +55,10 @@ def moments(d: Any) -> tuple[np.ndarray, np.ndarray]:
 def to_run(engine: str, out: Output, ctx: EngineContext, *, num_samples: int = 4000) -> Run:
     """The Run of a reference algorithm's output."""
     traces = {k: list(map(float, v)) for k, v in out.traces.items()}
+    s = ctx.structure
     if isinstance(out, Estimate):
         values = {k: _numpy(v) for k, v in out.values.items()}
+        check_values(engine, "an Estimate", values, s, ())
         held = tuple(values)
         evidence = None
         if out.log_evidence is not None:
@@ -85,6 +87,8 @@ def to_run(engine: str, out: Output, ctx: EngineContext, *, num_samples: int = 4
     )
     if isinstance(out, Draws):
         values = {k: _numpy(v) for k, v in out.values.items()}
+        lead = ("chain", "draw") if out.chains else ("draw",)
+        check_values(engine, "Draws", values, s, lead)
         posterior = values if out.chains else {k: v[None] for k, v in values.items()}
         run = make_run(
             engine,
@@ -99,6 +103,8 @@ def to_run(engine: str, out: Output, ctx: EngineContext, *, num_samples: int = 4
             run.diagnostics.update(mcmc_convergence(run.idata.posterior))
         return run
     if isinstance(out, Factors):
+        shapes = {k: (*d.batch_shape, *d.event_shape) for k, d in out.dists.items()}
+        check_values(engine, "Factors", shapes, s, ())
         exact = {k: moments(d) for k, d in out.dists.items()}
         posterior = {k: _numpy(d.sample((num_samples,)))[None] for k, d in out.dists.items()}
         return make_run(

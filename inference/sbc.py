@@ -34,7 +34,7 @@ from . import mcmc, samplers
 from .arviz_io import make_run
 from .calibration import UNIFORM_SD, normalised, ranks, uniformity
 from .context import EngineContext
-from .engines import EngineSpec
+from .engines import SAMPLER_DEFAULTS, EngineSpec
 from .results import Run, ZooError, one_line
 from .runtime import seeded
 
@@ -245,7 +245,7 @@ def batchable(spec: EngineSpec, options: Mapping[str, Any]) -> bool:
     """Whether replications can run as the chains of one sampler: the zoo's own ``nuts``
     (each chain adapts its step size and mass matrix alone, so a chain's posterior, given its
     own data set, is all it sees). ``options``: the engine's, defaults filled in."""
-    return spec.fn is mcmc.nuts_engine and options.get("backend") == "zoo"
+    return spec.sampler is samplers.nuts
 
 
 def sample_batched(
@@ -260,7 +260,7 @@ def sample_batched(
     chains of one batched log density (per-chain data), one ``nuts`` sampler advances them all,
     seeded by ``ctx.seed``; ``ctx.data`` is the template whose other arguments every data set
     shares."""
-    chains = int(options["num_chains"] or mcmc.LOCKSTEP_CHAINS)
+    chains = int(options["num_chains"])
     template = datasets[0]
     varying = [
         k
@@ -279,8 +279,7 @@ def sample_batched(
             parallel=bool(options["parallel"]) and parallel,
             device=options["device"],
             batch=batch,
-            target_accept=options["target_accept"],
-            max_tree_depth=options["max_tree_depth"],
+            **{k: v for k, v in options.items() if k not in SAMPLER_DEFAULTS},  # nuts's own
         )
     out: list[Run | str] = []
     for i in range(len(datasets)):

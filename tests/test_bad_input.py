@@ -119,7 +119,6 @@ API = [
     P(lambda: zoo.run("three_coin", "nuts", device="gpu"), r"option 'device': device must be 'cpu' or 'cuda\[:N\]', got 'gpu'", id="device-unknown"),
     P(lambda: zoo.run("three_coin", "nuts", device=0.5), r"option 'device': device must be 'cpu' or 'cuda\[:N\]', got 0.5", id="device-number"),
     P(lambda: zoo.run("three_coin", "chees", device="cuda"), r"option 'device': device 'cuda' asks for a GPU, but torch .* sees none", id="device-no-gpu", marks=pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is here")),
-    P(lambda: zoo.run("three_coin", "nuts", backend="pyro", device="cuda"), r"device applies to the zoo's samplers \(backend='zoo'\), not Pyro's NUTS", id="device-pyro-backend", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU: refused as missing first")),
     P(lambda: zoo.run("three_coin", "svi", backend="jax"), r"'backend' must be one of \['zoo', 'pyro'\]", id="backend-unknown"),
     P(lambda: zoo.run("three_coin", "em", progress="yes"), r"progress must be True, False or None", id="progress-string"),
     P(lambda: zoo.run("three_coin", "svi", elbo="trace"), r"must be enumerated: use elbo='enum'", id="elbo-inapplicable"),

@@ -121,7 +121,7 @@ def test_a_target_without_sizes_starts_small_and_keeps_the_engines_limit():
         ({"ess": "many"}, "option 'ess' must be a positive number"),
         ({"max_draws": 500}, "max_draws limits a run to an ESS target"),
         ({"ess": 100, "max_draws": 10}, "max_draws=10 is fewer than num_samples"),
-        ({"ess": 100, "backend": "pyro"}, "apply to the zoo's samplers"),
+        ({"ess": 100, "backend": "pyro"}, "unknown option 'backend' for engine 'nuts'"),
     ],
 )
 def test_bad_targets_are_named(options, message):

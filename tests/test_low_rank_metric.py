@@ -206,7 +206,7 @@ def test_a_resumed_kernel_keeps_its_metric():
         ("chees", {"metric": "dense", "dense_mass": False}, r"dense_mass=False contradicts"),
         ("chees", {"metric": "low_rank", "dense_mass": False}, r"dense_mass=False contradicts"),
         ("chees", {"metric": "diag", "dense_mass": True}, r"give metric alone, or dense_mass="),
-        ("nuts", {"metric": "low_rank", "backend": "pyro"}, r"applies to the zoo's samplers"),
+        ("pyro_nuts", {"metric": "low_rank"}, r"unknown option 'metric' for engine 'pyro_nuts'"),
     ],
 )
 def test_bad_metric_options_are_refused_before_any_work(engine, options, message):

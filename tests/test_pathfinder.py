@@ -178,7 +178,7 @@ def test_pathfinder_is_calibrated(model):
         ("pathfinder", {"num_path": 2}, "did you mean 'num_paths'"),
         ("nuts", {"init": "pathfndr"}, "'init' must be one of \\[None, 'pathfinder'\\]"),
         ("chees", {"init": 3}, "'init' must be one of"),
-        ("nuts", {"init": "pathfinder", "backend": "pyro"}, "init apply to the zoo's samplers"),
+        ("pyro_nuts", {"init": "pathfinder"}, "unknown option 'init' for engine 'pyro_nuts'"),
     ],
 )
 def test_bad_options_are_named(engine, options, message):

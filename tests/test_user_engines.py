@@ -92,9 +92,83 @@ def test_a_registered_kernel_gets_what_the_built_in_engine_gets(registry):
     options = {"num_samples": 60, "warmup": 60, "num_chains": 4, "parallel": False}
     mine = zoo.run("eight_schools_noncentered", "nuts_again", seed=2, **options)
     built_in = zoo.run("eight_schools_noncentered", "nuts", seed=2, **options)
-    for site in ("mu", "tau", "eta"):
-        assert np.array_equal(mine.idata.posterior[site], built_in.idata.posterior[site])
-    assert mine.diagnostics["gradient_evals"] == built_in.diagnostics["gradient_evals"]
+    for group in ("posterior", "sample_stats", "log_likelihood"):
+        a, b = mine.idata[group], built_in.idata[group]
+        assert sorted(a.data_vars) == sorted(b.data_vars), group
+        for name in a.data_vars:
+            assert np.array_equal(a[name].values, b[name].values), (group, name)
+    timed = {"wall_time_s", "compile_s"}  # the clock's, not the run's
+    assert {k: v for k, v in mine.diagnostics.items() if k not in timed} == {
+        k: v for k, v in built_in.diagnostics.items() if k not in timed
+    }
+    assert mine.summary.equals(built_in.summary)
+    # the same options, the same defaults: the signature's and the runner's
+    assert GENERIC_ENGINES["nuts_again"].defaults == {
+        **GENERIC_ENGINES["nuts"].defaults,
+        **{k: GENERIC_ENGINES["nuts_again"].defaults[k] for k in ("num_samples", "warmup")},
+        "num_chains": 4,
+    }
+
+
+def test_each_sampler_engine_takes_its_defaults_from_its_signature(capsys):
+    """The zoo's samplers are registered as a user's are: every keyword option of a sampler's
+    signature is an option of its engine with the signature's default (what ``zoo info``
+    lists and ``zoo.run`` uses), and nothing else sets it."""
+    import inspect
+
+    from zoo import cli
+    from zoo_inference.engines import SAMPLER_ARGUMENTS, SAMPLER_DEFAULTS
+
+    samplers = {n: s for n, s in GENERIC_ENGINES.items() if s.sampler is not None}
+    assert {"nuts", "chees", "hmc", "mams", "mh"} <= set(samplers)
+    for name, spec in samplers.items():
+        params = list(inspect.signature(spec.sampler).parameters.values())[2:]
+        own = {p.name: p.default for p in params if p.name not in (*SAMPLER_ARGUMENTS, "resume")}
+        assert {k: spec.defaults[k] for k in own} == own, name
+        assert set(spec.defaults) == set(own) | set(SAMPLER_DEFAULTS), name
+    assert cli.main(["info", "eight_schools_noncentered"]) in (0, None)
+    shown = capsys.readouterr().out
+    for name in ("nuts", "chees", "hmc", "mams", "mh"):
+        line = shown.split(f"\n  {name} ", 1)[1].split("\n", 2)[1]
+        for key, value in samplers[name].defaults.items():
+            assert f"{key}={value!r}" in line, (name, key)
+    assert "learning_rate=0.05" in shown and "lockstep" not in shown
+    with pytest.raises(zoo.ZooError, match="'learning_rate' must be a finite number"):
+        zoo.run("eight_schools_noncentered", "chees", learning_rate="fast")
+
+
+def test_an_engine_output_that_does_not_fit_the_model_is_named(registry):
+    """What an engine returns is checked against the model's sites before it is packaged: a
+    scalar site's draws shaped (draws, 1, 1), a site the model has not, a NaN."""
+
+    def draws_of(values):
+        def engine(ctx, *, num_samples: int = 30):
+            return zoo.Draws({k: v(num_samples) for k, v in values.items()})
+
+        return engine
+
+    cases = {
+        "extra_dims": (
+            {"mu": lambda n: torch.zeros(n, 1, 1)},
+            r"engine 'extra_dims' returned Draws of site 'mu' shaped \(30, 1, 1\); the model's "
+            r"site is shaped \(\), so Draws must be shaped \(draw\)",
+        ),
+        "unknown_site": (
+            {"sigma": lambda n: torch.zeros(n)},
+            r"returned Draws of site 'sigma', which the model does not have .*: mu\)",
+        ),
+        "not_finite": (
+            {"mu": lambda n: torch.full((n,), float("nan"))},
+            r"returned Draws of site 'mu' with 30 values that are not finite",
+        ),
+    }
+    for name, (values, message) in cases.items():
+        zoo.register_engine(name, draws_of(values), needs="latent")
+        with pytest.raises(zoo.ZooError, match=message):
+            zoo.run("normal_normal", name)
+    good = draws_of({"mu": lambda n: torch.zeros(n)})
+    zoo.register_engine("fits", good, needs="latent")
+    assert zoo.run("normal_normal", "fits").idata.posterior["mu"].shape == (1, 30)
 
 
 def test_cli_registers_the_sampler_from_a_file(user_dir):

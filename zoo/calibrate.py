@@ -166,7 +166,7 @@ def _run_batched(
             progress is True and workers == 1,
         )  # fmt: skip
         if progress == "lines":
-            chains = int(opts["num_chains"] or calibration.mcmc.LOCKSTEP_CHAINS)
+            chains = int(opts["num_chains"])
             print(
                 f"{entry.name}/{first.engine}: {len(kept)} replications as {len(kept)} x "
                 f"{chains} chains of one batched sampler",

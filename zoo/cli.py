@@ -128,8 +128,8 @@ def cmd_info(args: argparse.Namespace) -> int:
         shown = ", ".join(f"{k}={v!r}" for k, v in opts.items())
         print(f"  {eng:<10} {spec.summary}\n             {shown or '(no options)'}")
     why_not: dict[str, list[str]] = {}  # reason -> the generic engines it rules out
-    for eng in GENERIC_ENGINES:
-        if eng not in entry.engines:
+    for eng, spec in GENERIC_ENGINES.items():
+        if eng not in entry.engines and not spec.opt_in:
             why_not.setdefault(str(entry.why_not(eng)), []).append(eng)
     if why_not:
         print("generic engines that do not apply:")

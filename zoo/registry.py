@@ -286,9 +286,11 @@ class ModelEntry:
         return {**{k: v for k, v in base.items() if k in taken}, **own}
 
     def _generic_reason(self, engine: str) -> str | None:
-        reason = GENERIC_ENGINES[engine].not_applicable(self.structure, self.guide is not None)
+        spec = GENERIC_ENGINES[engine]
+        reason = spec.not_applicable(self.structure, self.guide is not None)
         if (
             reason is None
+            and not spec.opt_in  # runs where named, wherever the model's structure allows
             and self.generic_engines is not None
             and engine not in self.generic_engines
         ):
@@ -310,11 +312,15 @@ class ModelEntry:
 
     @property
     def engines(self) -> tuple[str, ...]:
-        """Engines that apply: generic ones first, then the model's reference engines."""
+        """Engines that apply: generic ones first, then the model's reference engines (opt-in
+        engines, such as ``pyro_nuts``, run where a call names them and are not listed)."""
         names = self.generic_engines if self.generic_engines is not None else GENERIC_ENGINES
         has_guide = self.guide is not None
         generic = tuple(
-            n for n in names if GENERIC_ENGINES[n].not_applicable(self.structure, has_guide) is None
+            n
+            for n in names
+            if not GENERIC_ENGINES[n].opt_in
+            and GENERIC_ENGINES[n].not_applicable(self.structure, has_guide) is None
         )
         return generic + tuple(self.reference_engines)
 

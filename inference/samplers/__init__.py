@@ -45,11 +45,17 @@ A new sampler: a kernel module (the parts above do most of the work: MALA is Sta
 :func:`~.windows.adapted_chains` around a 15-line transition, test_samplers' ``_mala``), made
 a sampler by ``as_sampler(kernel, "name")`` and registered by ``zoo.register_sampler(name,
 sampler)``, which gives it an engine like ``nuts`` (a plain function meeting the contract
-above registers the same way; its steps then run uncompiled). The names ``nuts``,
-``chees``, ``hmc`` and ``mams`` of this package are the samplers, not their modules: import a
-module's other names with ``from inference.samplers.nuts import ...``."""
+above registers the same way; its steps then run uncompiled): the zoo's own samplers are
+registered so too (:mod:`zoo_inference.engines`). The names ``nuts``, ``chees``, ``hmc`` and
+``mams`` of this package are the samplers, not their modules: import a module's other names
+with ``import zoo_inference.samplers.nuts as nuts_module`` (``from zoo_inference.samplers.nuts
+import nuts_sample`` imports the module's names too)."""
 
 from __future__ import annotations
+
+from typing import Any
+
+import torch
 
 from .base import Density, Loop, Samples
 from .chees import chees as _chees
@@ -60,14 +66,42 @@ from .mams import mams as _mams
 from .mh import rwmh as _rwmh
 from .nuts import nuts as _nuts
 
+MAMS_TUNINGS = {"default": _mams, "laps": _mams_laps}  # mams's warmups
+
+
+def _mams_tuned(
+    density: Density,
+    theta0: torch.Tensor,
+    *,
+    num_samples: int,
+    warmup: int,
+    gen: torch.Generator,
+    loop: Loop,
+    target_accept: float = 0.9,
+    max_steps: int = 1000,
+    tuning: str = "default",
+    resume: dict[str, Any] | None = None,
+) -> Samples:
+    """MAMS (:func:`.mams.mams`) tuned as BlackJAX tunes it, or with ``tuning="laps"`` by LAPS's
+    ensemble warmup (:func:`.laps.mams_laps`, ``warmup`` then counting gradient evaluations a
+    chain)."""
+    if tuning not in MAMS_TUNINGS:
+        raise ValueError(f"tuning must be one of {list(MAMS_TUNINGS)}, got {tuning!r}")
+    return MAMS_TUNINGS[tuning](
+        density, theta0, num_samples=num_samples, warmup=warmup, gen=gen, loop=loop,
+        target_accept=target_accept, max_steps=max_steps, resume=resume,
+    )  # fmt: skip
+
+
 nuts = as_sampler(_nuts, "nuts")
 chees = as_sampler(_chees, "chees")
 hmc = as_sampler(_hmc, "hmc")
-mams = as_sampler(_mams, "mams")
+mams = as_sampler(_mams_tuned, "mams")
 mams_laps = as_sampler(_mams_laps, "mams_laps", desc="mams")
 rwmh = as_sampler(_rwmh, "rwmh", desc="mh")
 
 __all__ = [
+    "MAMS_TUNINGS",
     "Density",
     "Loop",
     "Samples",
