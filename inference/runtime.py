@@ -16,20 +16,6 @@ from threadpoolctl import threadpool_limits
 
 
 @contextlib.contextmanager
-def seeded(seed: int) -> Iterator[None]:
-    """Seed torch, numpy and Python's ``random`` (as ``pyro.set_rng_seed``) and restore the
-    caller's generator states afterwards."""
-    saved = (torch.get_rng_state(), np.random.get_state(), random.getstate())
-    pyro.set_rng_seed(seed)
-    try:
-        yield
-    finally:
-        torch.set_rng_state(saved[0])
-        np.random.set_state(saved[1])
-        random.setstate(saved[2])
-
-
-@contextlib.contextmanager
 def untouched_generators() -> Iterator[None]:
     """Run a block whose random draws must not move the caller's streams (torch's, numpy's,
     Python's): work that is cached within a process, such as building a model's batched
@@ -42,6 +28,15 @@ def untouched_generators() -> Iterator[None]:
         torch.set_rng_state(saved[0])
         np.random.set_state(saved[1])
         random.setstate(saved[2])
+
+
+@contextlib.contextmanager
+def seeded(seed: int) -> Iterator[None]:
+    """Seed torch, numpy and Python's ``random`` (as ``pyro.set_rng_seed``) and restore the
+    caller's generator states afterwards."""
+    with untouched_generators():
+        pyro.set_rng_seed(seed)
+        yield
 
 
 @contextlib.contextmanager

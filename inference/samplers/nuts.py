@@ -47,7 +47,7 @@ def nuts_sample(
     warmup: int = 0,
     target_accept: float = 0.8,
     metric: str | None = None,
-) -> tuple[torch.Tensor, dict[str, torch.Tensor], int, torch.Tensor]:
+) -> tuple[torch.Tensor, dict[str, torch.Tensor], int, torch.Tensor, torch.Tensor]:
     """``warmup`` adapting iterations, then ``num_samples`` NUTS draws, per chain, the chains
     asynchronous: each density call takes one leapfrog step in every chain's own tree, and a
     chain whose tree ends emits its draw and starts the next tree in the same call (in
