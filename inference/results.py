@@ -25,8 +25,9 @@ EvidenceKind = Literal["exact", "lower_bound", "estimate", "conditional"]
 
 RunStatus = Literal["ok", "unreliable", "failed"]
 """``ok``; ``unreliable``: the run finished but a diagnostic says its numbers are not to be
-trusted (``Run.caveat`` says which: importance weights with Pareto k-hat above 0.7); ``failed``:
-no numbers (``Run.error`` says why)."""
+trusted (``Run.reasons`` say which: R-hat above 1.01, divergences, importance weights with Pareto
+k-hat above 0.7, ...; :mod:`inference.verdict`); ``failed``: no numbers (``Run.error`` says
+why)."""
 
 
 class ZooError(ValueError):
@@ -81,7 +82,10 @@ class Run:
     which sites were held fixed; ``closed_form`` that the run was given as distributions (exact
     posterior, CAVI factors, a Laplace approximation), so its summary holds their exact moments,
     free of Monte-Carlo noise. ``status`` is ``ok``, ``unreliable`` (numbers present but not to
-    be trusted, ``caveat`` says why) or ``failed`` (``error`` set, ``idata`` None).
+    be trusted: ``reasons`` say why, ``caveat`` is them in one line) or ``failed`` (``error``
+    set, ``reasons`` holding it, ``idata`` None): the one verdict of :mod:`inference.verdict`,
+    which the runner gives every Run it returns (an engine may set ``unreliable`` and its
+    ``caveat`` itself: the verdict keeps it as the first reason).
     ``warnings``: what the engine's libraries warned while a report ran it.
     """
 
@@ -102,6 +106,7 @@ class Run:
     status: RunStatus = "ok"
     error: str | None = None
     caveat: str | None = None
+    reasons: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
     extras: dict[str, Any] = field(default_factory=dict)
 

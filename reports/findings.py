@@ -16,8 +16,9 @@ import numpy as np
 import pandas as pd
 
 from zoo_inference.results import GroundTruth, Run
+from zoo_inference.verdict import flags, is_finite, weighed_against
 
-from .status import Assessment, assess, explain_failure, is_finite, weighed_against
+from .status import explain_failure
 
 MEAN_TOL = 0.1  # posterior sd: smaller mean errors are never reported as errors
 SD_TOL = 0.05  # relative: smaller sd errors are never reported as errors
@@ -131,11 +132,13 @@ def _ok(run: Run | None) -> bool:
 
 
 def reference_engine(runs: Mapping[str, Run]) -> str | None:
-    """With no ground truth: the converged MCMC run with most effective draws, if any. Neither a
-    variant that runs the model under other arguments nor an unreliable run serves."""
+    """With no ground truth: the converged MCMC run (R-hat below 1.05) with most effective draws,
+    if any. Neither a variant that runs the model under other arguments, nor a failed run, nor
+    one its engine marked unreliable serves (a run unreliable by the verdict's stricter R-hat,
+    ESS or divergence bounds alone does)."""
     best, best_ess = None, -1.0
     for name, run in runs.items():
-        if run.model_data or run.status != "ok":
+        if run.model_data or not run.ok or "caveat" in flags(run):
             continue
         d = run.diagnostics
         rhat, ess = d.get("max_r_hat"), d.get("min_ess_bulk")
@@ -188,9 +191,8 @@ def findings(
             text = f"{engine} failed. {explain_failure(run.error)} The error: {run.error}"
             out.append(Finding(engine, "failed", "bad", text))
             continue
-        verdict = assess(run) if run is not None else Assessment("ok")
-        if verdict.status == "unreliable":
-            text = f"{engine}'s numbers are unreliable: {verdict.caveat}"
+        if run is not None and run.status == "unreliable":
+            text = f"{engine}'s numbers are unreliable: {run.caveat}"
             out.append(Finding(engine, "unreliable", "bad", text.rstrip(".") + "."))
         fixed = run.model_data if run is not None else {}
         if fixed:
@@ -514,8 +516,8 @@ def _sampler(engine: str, run: Run) -> list[Finding]:
         text = f"{engine}: " + ", ".join(parts) + (" \u2014 " + "; ".join(notes) if notes else "")
         out.append(Finding(engine, "mcmc", level, text + "."))
     k = d.get("pareto_k")
-    # an unreliable run's caveat says it already
-    if is_finite(k) and run.status != "unreliable" and "pareto_k" not in assess(run).flags:
+    # an unreliable run's reasons say it already (the engine's own, or the k-hat's check)
+    if is_finite(k) and not {"caveat", "pareto_k"} & set(flags(run)):
         k = float(k)
         proposal = d.get("proposal")  # importance sampling: the proposal it weighted
         q = weighed_against(d)

@@ -1,8 +1,9 @@
 """Command line: ``zoo list | info | run | compare | report``.
 
-Errors print one line on stderr and exit with status 2 (bad input) or 1 (a run failed); Ctrl-C
-prints ``zoo: interrupted`` and exits with 130. torch and the engines are imported inside the
-commands, so ``zoo --help`` answers at once.
+Errors print one line on stderr and exit with status 2 (bad input) or 1 (a run failed); ``zoo
+run`` ends with the run's status on stderr (``status: ok``, or ``status: unreliable: `` and the
+reasons, exit status 0). Ctrl-C prints ``zoo: interrupted`` and exits with 130. torch and the
+engines are imported inside the commands, so ``zoo --help`` answers at once.
 """
 
 from __future__ import annotations
@@ -175,8 +176,6 @@ def cmd_run(args: argparse.Namespace) -> int:
             out.rmdir()  # a failed run leaves no folder behind
         print(f"zoo: {args.name}/{args.engine} failed: {run.error}", file=sys.stderr)
         return 1
-    if run.status == "unreliable":
-        print(f"zoo: {args.name}/{args.engine} is unreliable: {run.caveat}", file=sys.stderr)
     cols = [c for c in ("mean", "sd", "hdi_3%", "hdi_97%", "r_hat", "ess_bulk") if c in run.summary]
     print(run.summary[cols].head(30).to_string(float_format=lambda v: f"{v:.6g}"))
     if len(run.summary) > 30:
@@ -188,6 +187,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if out is not None:
         _write_run(run, out)
         print(f"wrote {out}/idata.nc, summary.csv, diagnostics.json")
+    # the run's one verdict, last: ok, or unreliable with the reasons (exit status 0 either way)
+    verdict = "ok" if run.status == "ok" else f"{run.status}: {run.caveat}"
+    print(f"status: {verdict}", file=sys.stderr)
     return 0
 
 
