@@ -12,6 +12,7 @@ import argparse
 import ast
 import importlib
 import importlib.util
+import os
 import sys
 import tempfile
 import warnings
@@ -410,7 +411,26 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _bars_get_a_size() -> None:
+    """tqdm fits its bars to the terminal's size, and a pseudo-terminal opened without one (by
+    ``script`` or ``docker exec -t`` from a program, a CI runner) reports 0 columns and 0 lines:
+    every bar would be trimmed to nothing, or hidden below the last line. There, bars get 80
+    columns and 24 lines (``TQDM_NCOLS``, ``TQDM_NROWS``; tqdm reads them when it is imported,
+    which the commands do later)."""
+    if not sys.stderr.isatty():
+        return
+    try:
+        size = os.get_terminal_size(sys.stderr.fileno())
+    except (OSError, ValueError):
+        return
+    if size.columns == 0:
+        os.environ.setdefault("TQDM_NCOLS", "80")
+    if size.lines == 0:
+        os.environ.setdefault("TQDM_NROWS", "24")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    _bars_get_a_size()
     try:
         args = build_parser().parse_args(argv)
         load_models(args.models)
