@@ -270,8 +270,12 @@ class ModelInfo:
 
 @dataclass
 class Comparison:
-    """Runs of several engines on one model, and the parameter x engine table against the truth
-    (columns ``(truth|engine, mean|sd|error_in_sds)``; see :mod:`inference.accuracy`).
+    """Runs of several engines on one model, and their table against the truth: ``table``, one
+    row per parameter and engine (index ``(parameter, engine)``, columns ``mean``, ``sd``,
+    ``error_in_sds``; the truth's row first), and ``table_wide``, one row per parameter
+    (columns ``(truth|engine, mean|sd|error_in_sds)``); see :mod:`inference.accuracy`. A model
+    without a truth is compared against ``reference``, the run a report measures accuracy
+    against (the converged MCMC run with most effective draws), when there is one.
 
     ``data`` is the model's keyword arguments every run used, ``seed`` the seed they ran with,
     ``profile`` the report profile that sized their options (``custom``: options as given to
@@ -284,6 +288,8 @@ class Comparison:
     data: dict[str, Any]
     seed: int = 0
     profile: str = "custom"
+    table_wide: pd.DataFrame = field(default_factory=pd.DataFrame)
+    reference: str | None = None
 
     @property
     def warnings(self) -> list[str]:
@@ -302,6 +308,8 @@ class Comparison:
             for e, r in self.runs.items()
         )
         truth = f"<p>ground truth: {escape(self.truth.source)}</p>" if self.truth else ""
+        if self.reference is not None:
+            truth = f"<p>no ground truth: against {escape(self.reference)}'s draws</p>"
         table = self.table.head(40).to_html(float_format=lambda v: f"{v:.4g}")
         return (
             f"<div><p><b>{escape(self.model.name)}</b>: {len(self.runs)} engines</p>"

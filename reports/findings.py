@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from zoo_inference.accuracy import reference_engine, table_engines, with_reference
 from zoo_inference.results import GroundTruth, Run
 from zoo_inference.verdict import flags, is_finite, weighed_against
 
@@ -61,15 +62,6 @@ class Finding:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def table_engines(table: pd.DataFrame) -> list[str]:
-    """Engines of a comparison table, in column order."""
-    seen: list[str] = []
-    for source in table.columns.get_level_values(0):
-        if source != "truth" and source not in seen:
-            seen.append(source)
-    return seen
 
 
 def worst_error(table: pd.DataFrame, engine: str) -> float | None:
@@ -131,22 +123,6 @@ def _ok(run: Run | None) -> bool:
     return run is None or run.ok
 
 
-def reference_engine(runs: Mapping[str, Run]) -> str | None:
-    """With no ground truth: the converged MCMC run (R-hat below 1.05) with most effective draws,
-    if any. Neither a variant that runs the model under other arguments, nor a failed run, nor
-    one its engine marked unreliable serves (a run unreliable by the verdict's stricter R-hat,
-    ESS or divergence bounds alone does)."""
-    best, best_ess = None, -1.0
-    for name, run in runs.items():
-        if run.model_data or not run.ok or "caveat" in flags(run):
-            continue
-        d = run.diagnostics
-        rhat, ess = d.get("max_r_hat"), d.get("min_ess_bulk")
-        if is_finite(rhat) and float(rhat) < 1.05 and is_finite(ess) and float(ess) > best_ess:
-            best, best_ess = name, float(ess)
-    return best
-
-
 def findings(
     table: pd.DataFrame,
     *,
@@ -157,11 +133,12 @@ def findings(
 ) -> list[Finding]:
     """Findings for one comparison.
 
-    ``table`` is ``Comparison.table`` (rows: parameters; columns ``(truth|engine, mean|sd|...)``).
-    ``runs`` (engine -> Run) adds failures, evidence, MCMC and SVI diagnostics and Monte-Carlo
-    noise levels; ``truth`` (a GroundTruth) adds the exact log evidence. ``discrete`` names
-    discrete sites: their sd follows from their mean, so only means are judged. With no truth in
-    the table, a converged MCMC run (if any) serves as the reference.
+    ``table`` is ``Comparison.table_wide`` (rows: parameters; columns
+    ``(truth|engine, mean|sd|...)``). ``runs`` (engine -> Run) adds failures, evidence, MCMC
+    and SVI diagnostics and Monte-Carlo noise levels; ``truth`` (a GroundTruth) adds the exact
+    log evidence. ``discrete`` names discrete sites: their sd follows from their mean, so only
+    means are judged. With no truth in the table, a converged MCMC run (if any) serves as the
+    reference.
     """
     runs = dict(runs or {})
     out: list[Finding] = []
@@ -172,7 +149,7 @@ def findings(
     if not has_truth and runs:
         ref_name = reference_engine(runs)
         if ref_name is not None:
-            table = _with_reference(table, ref_name)
+            table = with_reference(table, ref_name)
             d = runs[ref_name].diagnostics
             truth_label = f"{ref_name}'s draws"
             out.append(
@@ -291,19 +268,6 @@ def _clustering(runs: Mapping[str, Run]) -> list[Finding]:
         "Hungarian method), best first: " + "; ".join(parts) + "."
     )
     return [Finding(None, "clustering", "info", text)]
-
-
-def _with_reference(table: pd.DataFrame, ref: str) -> pd.DataFrame:
-    """The table with ``ref``'s mean and sd as the truth and the errors recomputed."""
-    t = table.copy()
-    t[("truth", "mean")] = t[(ref, "mean")]
-    t[("truth", "sd")] = t[(ref, "sd")]
-    for e in table_engines(t):
-        with np.errstate(invalid="ignore", divide="ignore"):
-            t[(e, "error_in_sds")] = (t[(e, "mean")] - t[("truth", "mean")]).abs() / t[
-                ("truth", "sd")
-            ]
-    return t
 
 
 def _accuracy(

@@ -389,7 +389,7 @@ def model_context(
 ) -> dict[str, Any]:
     """Everything a model page shows, as plain data: the comparison's numbers, its seed and
     profile, and the warnings its runs recorded (listed on the page, not printed)."""
-    info, table, truth = cmp.model, cmp.table, cmp.truth
+    info, table, truth = cmp.model, cmp.table_wide, cmp.truth
     has_truth = truth is not None and bool(truth.mean)
     discrete = info.discrete
     label = "the exact posterior"
@@ -486,7 +486,7 @@ def model_json(cmp: Comparison, ctx: Mapping[str, Any]) -> dict[str, Any]:
         },
         truth=ctx["truth"],
         runs=runs,
-        table=flat_table(cmp.table).to_dict(orient="records"),
+        table=flat_table(cmp.table_wide).to_dict(orient="records"),
         findings=ctx["findings"],
         warnings=ctx["warnings"],
         loo=ctx["loo"],
@@ -525,7 +525,7 @@ def render_model_page(cmp: Comparison, *, generated: str | None = None) -> dict[
         f"{name}.html": render("model.html.j2", **ctx),
         f"{name}.md": render("model.md.j2", **ctx),
         f"{name}.json": dumps(model_json(cmp, ctx)),
-        f"{name}.csv": to_csv(flat_table(cmp.table)),
+        f"{name}.csv": to_csv(flat_table(cmp.table_wide)),
         "summary": dumps(model_summary(ctx)),
     }
 

@@ -60,7 +60,7 @@ def test_forest_has_one_line_per_parameter_and_engine_and_marks_the_truth(
     expected = {f"{e}|{row}" for e in cmp.runs for row in shown}
     assert sorted(g for g in gids if not g.startswith("truth|")) == sorted(expected)
     assert sorted(g for g in gids if g.startswith("truth|")) == [f"truth|{r}" for r in shown]
-    table = cmp.table
+    table = cmp.table_wide
     for ax in fig.axes:
         for line in ax.get_lines():
             gid = line.get_gid()

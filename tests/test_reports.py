@@ -230,7 +230,7 @@ def test_findings_point_estimate_and_noise() -> None:
 
 def test_findings_from_runs() -> None:
     cmp = hand_comparison()
-    found = reports.findings(cmp.table, runs=cmp.runs, truth=cmp.truth)
+    found = reports.findings(cmp.table_wide, runs=cmp.runs, truth=cmp.truth)
     text = " ".join(f.text for f in found)
     assert "svi under-estimates sd(p)" in text
     assert "Pareto k\u0302 0.90" in text
@@ -508,7 +508,7 @@ def test_a_variant_can_fix_model_arguments(registry) -> None:
     # the Normal likelihood's mean is the data mean (2.4) shrunk a hair; Student-t ignores 12
     assert normal.summary.loc["m", "mean"] == pytest.approx(2.4, abs=0.1)
     assert abs(student.summary.loc["m", "mean"]) < 0.3
-    found = findings(cmp.table, runs=cmp.runs)
+    found = findings(cmp.table_wide, runs=cmp.runs)
     ref = [f for f in found if f.topic == "reference"]
     assert ref and "accuracy is measured against nuts " in ref[0].text
     assert any(f.engine == "nuts_normal" and f.topic == "variant" for f in found)
@@ -529,7 +529,7 @@ def test_a_closed_form_approximations_bias_is_stated() -> None:
     6.5% narrower sd(mu) on normal_gamma (1 - sqrt(7/8), test_conjugate) is stated, not hidden
     under the tolerance meant for noisy samplers; the closed form itself agrees."""
     cmp = zoo.compare("normal_gamma", ["exact", "cavi"], progress=False)
-    found = reports.findings(cmp.table, runs=cmp.runs)
+    found = reports.findings(cmp.table_wide, runs=cmp.runs)
     cavi = [f for f in found if f.engine == "cavi" and f.topic == "accuracy"]
     assert any("under-estimates sd(mu) by 6.5%" in f.text and f.level == "warn" for f in cavi)
     assert accuracy_level(found, "cavi") == "warn"

@@ -20,7 +20,7 @@ from zoo_inference import (
     check_options,
     inspect_model,
 )
-from zoo_inference.accuracy import comparison_table
+from zoo_inference.accuracy import comparison_table, long_table, reference_engine
 from zoo_inference.predictive import with_predictive
 from zoo_inference.results import one_line
 from zoo_inference.runtime import interactive, own_param_store, seeded, threads
@@ -185,8 +185,19 @@ def comparison(
     """The Comparison of finished runs of one model on ``data`` (run with ``seed``; their
     options sized by ``profile``, or ``custom``)."""
     truth = entry.ground_truth(data)
-    table = comparison_table(runs, truth, entry.compared_params())
-    return Comparison(entry.info(), dict(runs), table, truth, dict(data), seed, profile)
+    wide = comparison_table(runs, truth, entry.compared_params())
+    reference = None if truth is not None and truth.mean else reference_engine(runs)
+    return Comparison(
+        entry.info(),
+        dict(runs),
+        long_table(wide, reference),
+        truth,
+        dict(data),
+        seed,
+        profile,
+        table_wide=wide,
+        reference=reference,
+    )
 
 
 def compare(

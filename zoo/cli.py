@@ -194,9 +194,29 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+WIDTH = 120  # the columns every line of zoo compare and zoo list fits in
+
+
+def _fitted(head: str, text: str) -> str:
+    """``head`` then ``text``, wrapped at word breaks to :data:`WIDTH` columns, the lines after
+    the first indented under ``text``."""
+    import textwrap
+
+    return textwrap.fill(
+        text,
+        WIDTH,
+        initial_indent=head,
+        subsequent_indent=" " * len(head),
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     import zoo
+    from zoo.files import check_writable
 
+    out = check_writable(args.out) if args.out else None
     cmp = zoo.compare(
         args.name,
         _engines(args.engines),
@@ -204,17 +224,47 @@ def cmd_compare(args: argparse.Namespace) -> int:
         progress=_progress(args),
         **_parse_options(args.option),
     )
+    if cmp.truth is not None and cmp.truth.mean:
+        print(f"against the ground truth ({cmp.truth.source})")
+    elif cmp.reference is not None:
+        print(
+            _fitted(
+                "",
+                f"no ground truth: against {cmp.reference}'s draws (the converged MCMC run with "
+                "most effective draws, as the report's page)",
+            )
+        )
+    else:
+        print("no ground truth and no converged MCMC run to compare against")
     print(cmp.table.to_string(float_format=lambda v: f"{v:.4g}"))
     print()
+    width = max(10, *(len(e) for e in cmp.runs))
     for eng, run in cmp.runs.items():
         status = {"ok": "ok", "unreliable": f"UNRELIABLE: {run.caveat}"}.get(
             run.status, f"FAILED: {run.error}"
         )
         ev = "" if run.evidence is None else f"  {run.evidence.describe()} {run.log_evidence:.6f}"
-        print(f"{eng:<10} {run.diagnostics['wall_time_s']:8.2f} s  {status}{ev}")
+        print(_fitted(f"{eng:<{width}} {run.diagnostics['wall_time_s']:8.2f} s  ", status + ev))
     if cmp.truth is not None and cmp.truth.log_evidence is not None:
-        print(f"{'truth':<10} exact log evidence {cmp.truth.log_evidence:.6f}")
+        print(f"{'truth':<{width}} exact log evidence {cmp.truth.log_evidence:.6f}")
+    if out is not None:
+        _write_comparison(cmp, out)
+        print(f"wrote {out}/table.csv, table_wide.csv, runs.json")
     return 0 if all(r.ok for r in cmp.runs.values()) else 1
+
+
+def _write_comparison(cmp: Any, out: Path) -> None:
+    """The long and wide tables (CSV) and every run's record (JSON), written atomically."""
+    from zoo.files import locked, write_atomically
+    from zoo_inference.serialize import dumps, run_record
+
+    files: dict[str, str | bytes] = {
+        "table.csv": cmp.table.to_csv(),
+        "table_wide.csv": cmp.table_wide.to_csv(),
+        "runs.json": dumps({e: run_record(r) for e, r in cmp.runs.items()}),
+    }
+    with locked(out):
+        write_atomically(out, files)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -334,6 +384,7 @@ def build_parser() -> argparse.ArgumentParser:
     cmp = sub.add_parser("compare", help="run several engines and tabulate against the truth")
     cmp.add_argument("name")
     cmp.add_argument("--engines", help="comma-separated (default: every engine that applies)")
+    cmp.add_argument("--out", help="folder for table.csv, table_wide.csv and runs.json")
     options_arg(
         cmp, "KEY=VALUE for every engine that takes it, ENGINE.KEY=VALUE for one (repeatable)"
     )
