@@ -12,10 +12,27 @@ from zoo.cli import main
 
 
 def test_list(capsys):
+    """Every line within 120 columns: a model's description (cut at a sentence or a word where
+    it is long), then its engines on lines of their own."""
+    from zoo.cli import _cut
+
     assert main(["list"]) == 0
     out = capsys.readouterr().out
     for name in ("beta_bernoulli", "three_coin", "gaussian_mixture"):
         assert name in out
+    assert max(len(line) for line in out.splitlines()) <= 120
+    assert "engines: svi, nuts" in out
+    assert _cut("One sentence here. And a second one that is long.", 30) == "One sentence here."
+    assert _cut("a b c supercalifragilistic words", 20) == "a b c\u2026"
+    assert _cut("fits", 20) == "fits"
+
+
+def test_help_describes_every_argument(capsys):
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    text = capsys.readouterr().out
+    assert "name                  a model" in text and "an engine that applies" in text
+    assert "--seed SEED           the random seed" in text
 
 
 def test_info(capsys):

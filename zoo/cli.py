@@ -102,8 +102,23 @@ def cmd_list(args: argparse.Namespace) -> int:
 
     for name in zoo.list_models():
         entry = zoo.get_model(name)
-        print(f"{name:<28} {', '.join(entry.engines):<48} {entry.description}")
+        head = f"{name:<28} "
+        print(head + _cut(entry.description, WIDTH - len(head)))
+        print(_fitted(" " * len(head), "engines: " + ", ".join(entry.engines)))
     return 0
+
+
+def _cut(text: str, width: int) -> str:
+    """``text`` in at most ``width`` characters: whole when it fits, else up to its last sentence
+    end that fits, else its last word that fits and an ellipsis."""
+    text = " ".join(text.split())
+    if len(text) <= width:
+        return text
+    head = text[:width]
+    end = head.rfind(". ")
+    if end > width // 3:
+        return head[: end + 1]
+    return head[: width - 1].rsplit(" ", 1)[0].rstrip(",;:") + "\u2026"
 
 
 def cmd_info(args: argparse.Namespace) -> int:
@@ -356,7 +371,12 @@ def build_parser() -> argparse.ArgumentParser:
         )
 
     def common(sp: argparse.ArgumentParser) -> None:
-        sp.add_argument("--seed", type=int, default=0)
+        sp.add_argument(
+            "--seed",
+            type=int,
+            default=0,
+            help="the random seed: the same seed, the same numbers (0)",
+        )
         sp.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
         models_arg(sp)
 
@@ -369,20 +389,25 @@ def build_parser() -> argparse.ArgumentParser:
     models_arg(lst)
     lst.set_defaults(fn=cmd_list)
     info = sub.add_parser("info", help="describe a model, its data and engines")
-    info.add_argument("name")
+    info.add_argument("name", help="a model (zoo list names them)")
     models_arg(info)
     info.set_defaults(fn=cmd_info)
 
     run = sub.add_parser("run", help="run one engine on one model")
-    run.add_argument("name")
-    run.add_argument("--engine", "-e", required=True)
+    run.add_argument("name", help="a model (zoo list names them)")
+    run.add_argument(
+        "--engine",
+        "-e",
+        required=True,
+        help="an engine that applies to it (zoo info NAME lists them)",
+    )
     run.add_argument("--out", help="folder for idata.nc, summary.csv, diagnostics.json")
     options_arg(run, "engine option, e.g. -o num_steps=500 (repeatable)")
     common(run)
     run.set_defaults(fn=cmd_run)
 
     cmp = sub.add_parser("compare", help="run several engines and tabulate against the truth")
-    cmp.add_argument("name")
+    cmp.add_argument("name", help="a model (zoo list names them)")
     cmp.add_argument("--engines", help="comma-separated (default: every engine that applies)")
     cmp.add_argument("--out", help="folder for table.csv, table_wide.csv and runs.json")
     options_arg(
@@ -402,7 +427,7 @@ def build_parser() -> argparse.ArgumentParser:
         "failed; --fresh runs every cell.",
     )
     rep.add_argument("names", nargs="*", help="models (default: all)")
-    rep.add_argument("--out", default="zoo-report")
+    rep.add_argument("--out", default="zoo-report", help="the report's folder (zoo-report)")
     rep.add_argument("--profile", default="quick", help=PROFILES_HELP)
     rep.add_argument("--engines", help="comma-separated (default: every engine that applies)")
     rep.add_argument(
