@@ -1,4 +1,6 @@
-"""Accuracy against the ground truth: the parameter x engine comparison table."""
+"""Accuracy against the ground truth: the parameter x engine comparison table (wide, and long:
+a row per parameter and engine), and the reference run a model without a truth is compared
+against."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from .results import GroundTruth, Run, parse_row
+from .verdict import flags, is_finite
 
 ERROR = "error_in_sds"
 """|mean - truth mean| / truth sd: how many posterior sds an engine's mean is off (not a
@@ -39,3 +42,64 @@ def comparison_table(
     table = pd.DataFrame(cols, index=pd.Index(rows, name="parameter"))
     table.columns = pd.MultiIndex.from_tuples(table.columns, names=["source", "stat"])
     return table
+
+
+def table_engines(table: pd.DataFrame) -> list[str]:
+    """Engines of a wide comparison table, in column order."""
+    seen: list[str] = []
+    for source in table.columns.get_level_values(0):
+        if source != "truth" and source not in seen:
+            seen.append(source)
+    return seen
+
+
+def reference_engine(runs: Mapping[str, Run]) -> str | None:
+    """With no ground truth: the converged MCMC run (R-hat below 1.05) with most effective draws,
+    if any. Neither a variant that runs the model under other arguments, nor a failed run, nor
+    one its engine marked unreliable serves (a run unreliable by the verdict's stricter R-hat,
+    ESS or divergence bounds alone does)."""
+    best, best_ess = None, -1.0
+    for name, run in runs.items():
+        if run.model_data or not run.ok or "caveat" in flags(run):
+            continue
+        d = run.diagnostics
+        rhat, ess = d.get("max_r_hat"), d.get("min_ess_bulk")
+        if is_finite(rhat) and float(rhat) < 1.05 and is_finite(ess) and float(ess) > best_ess:
+            best, best_ess = name, float(ess)
+    return best
+
+
+def with_reference(table: pd.DataFrame, ref: str) -> pd.DataFrame:
+    """The wide table with ``ref``'s mean and sd as the truth and the errors recomputed."""
+    t = table.copy()
+    t[("truth", "mean")] = t[(ref, "mean")]
+    t[("truth", "sd")] = t[(ref, "sd")]
+    for e in table_engines(t):
+        with np.errstate(invalid="ignore", divide="ignore"):
+            t[(e, ERROR)] = (t[(e, "mean")] - t[("truth", "mean")]).abs() / t[("truth", "sd")]
+    return t
+
+
+def long_table(wide: pd.DataFrame, reference: str | None = None) -> pd.DataFrame:
+    """The wide table as one row per parameter and source (index ``(parameter, engine)``;
+    columns mean, sd, error_in_sds), the truth's row first in each parameter. With
+    ``reference`` (a model without a truth), that engine's row comes first, named
+    ``"<engine> (reference)"``, and the others' errors are against it."""
+    truth = "truth"
+    if reference is not None:
+        wide, truth = with_reference(wide, reference), f"{reference} (reference)"
+    engines = [e for e in table_engines(wide) if e != reference]
+    rows, index = [], []
+    for param in wide.index:
+        t_mean, t_sd = wide.loc[param, ("truth", "mean")], wide.loc[param, ("truth", "sd")]
+        index.append((param, truth))
+        rows.append((t_mean, t_sd, np.nan))
+        for e in engines:
+            index.append((param, e))
+            rows.append(tuple(wide.loc[param, (e, c)] for c in ("mean", "sd", ERROR)))
+    return pd.DataFrame(
+        rows,
+        index=pd.MultiIndex.from_tuples(index, names=["parameter", "engine"]),
+        columns=["mean", "sd", ERROR],
+        dtype=float,
+    )

@@ -25,8 +25,9 @@ EvidenceKind = Literal["exact", "lower_bound", "estimate", "conditional"]
 
 RunStatus = Literal["ok", "unreliable", "failed"]
 """``ok``; ``unreliable``: the run finished but a diagnostic says its numbers are not to be
-trusted (``Run.caveat`` says which: importance weights with Pareto k-hat above 0.7); ``failed``:
-no numbers (``Run.error`` says why)."""
+trusted (``Run.reasons`` say which: R-hat above 1.01, divergences, importance weights with Pareto
+k-hat above 0.7, ...; :mod:`inference.verdict`); ``failed``: no numbers (``Run.error`` says
+why)."""
 
 
 class ZooError(ValueError):
@@ -81,7 +82,10 @@ class Run:
     which sites were held fixed; ``closed_form`` that the run was given as distributions (exact
     posterior, CAVI factors, a Laplace approximation), so its summary holds their exact moments,
     free of Monte-Carlo noise. ``status`` is ``ok``, ``unreliable`` (numbers present but not to
-    be trusted, ``caveat`` says why) or ``failed`` (``error`` set, ``idata`` None).
+    be trusted: ``reasons`` say why, ``caveat`` is them in one line) or ``failed`` (``error``
+    set, ``reasons`` holding it, ``idata`` None): the one verdict of :mod:`inference.verdict`,
+    which the runner gives every Run it returns (an engine may set ``unreliable`` and its
+    ``caveat`` itself: the verdict keeps it as the first reason).
     ``warnings``: what the engine's libraries warned while a report ran it.
     """
 
@@ -102,6 +106,7 @@ class Run:
     status: RunStatus = "ok"
     error: str | None = None
     caveat: str | None = None
+    reasons: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
     extras: dict[str, Any] = field(default_factory=dict)
 
@@ -265,8 +270,12 @@ class ModelInfo:
 
 @dataclass
 class Comparison:
-    """Runs of several engines on one model, and the parameter x engine table against the truth
-    (columns ``(truth|engine, mean|sd|error_in_sds)``; see :mod:`inference.accuracy`).
+    """Runs of several engines on one model, and their table against the truth: ``table``, one
+    row per parameter and engine (index ``(parameter, engine)``, columns ``mean``, ``sd``,
+    ``error_in_sds``; the truth's row first), and ``table_wide``, one row per parameter
+    (columns ``(truth|engine, mean|sd|error_in_sds)``); see :mod:`inference.accuracy`. A model
+    without a truth is compared against ``reference``, the run a report measures accuracy
+    against (the converged MCMC run with most effective draws), when there is one.
 
     ``data`` is the model's keyword arguments every run used, ``seed`` the seed they ran with,
     ``profile`` the report profile that sized their options (``custom``: options as given to
@@ -279,6 +288,8 @@ class Comparison:
     data: dict[str, Any]
     seed: int = 0
     profile: str = "custom"
+    table_wide: pd.DataFrame = field(default_factory=pd.DataFrame)
+    reference: str | None = None
 
     @property
     def warnings(self) -> list[str]:
@@ -297,6 +308,8 @@ class Comparison:
             for e, r in self.runs.items()
         )
         truth = f"<p>ground truth: {escape(self.truth.source)}</p>" if self.truth else ""
+        if self.reference is not None:
+            truth = f"<p>no ground truth: against {escape(self.reference)}'s draws</p>"
         table = self.table.head(40).to_html(float_format=lambda v: f"{v:.4g}")
         return (
             f"<div><p><b>{escape(self.model.name)}</b>: {len(self.runs)} engines</p>"

@@ -54,6 +54,7 @@ def run_record(run: Run) -> dict[str, Any]:
         "status": run.status,
         "error": run.error,
         "caveat": run.caveat,
+        "reasons": list(run.reasons),
         "kind": run.kind,
         "conditional_on": list(run.conditional_on),
         "log_evidence": run.log_evidence,

@@ -120,7 +120,7 @@ def density_rows(cmp: Comparison, limit: int = MAX_DENSITY_ROWS) -> list[str]:
     per-observation discrete site would give one figure per observation), at most ``limit``."""
     discrete = set(cmp.model.discrete)
     rows = []
-    for row in cmp.table.index:
+    for row in cmp.table_wide.index:
         parsed = parse_row(row)
         if parsed is None or parsed[0] in discrete:
             continue

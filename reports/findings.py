@@ -15,9 +15,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from zoo_inference.accuracy import reference_engine, table_engines, with_reference
 from zoo_inference.results import GroundTruth, Run
+from zoo_inference.verdict import flags, is_finite, weighed_against
 
-from .status import Assessment, assess, explain_failure, is_finite, weighed_against
+from .status import explain_failure
 
 MEAN_TOL = 0.1  # posterior sd: smaller mean errors are never reported as errors
 SD_TOL = 0.05  # relative: smaller sd errors are never reported as errors
@@ -60,15 +62,6 @@ class Finding:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def table_engines(table: pd.DataFrame) -> list[str]:
-    """Engines of a comparison table, in column order."""
-    seen: list[str] = []
-    for source in table.columns.get_level_values(0):
-        if source != "truth" and source not in seen:
-            seen.append(source)
-    return seen
 
 
 def worst_error(table: pd.DataFrame, engine: str) -> float | None:
@@ -130,20 +123,6 @@ def _ok(run: Run | None) -> bool:
     return run is None or run.ok
 
 
-def reference_engine(runs: Mapping[str, Run]) -> str | None:
-    """With no ground truth: the converged MCMC run with most effective draws, if any. Neither a
-    variant that runs the model under other arguments nor an unreliable run serves."""
-    best, best_ess = None, -1.0
-    for name, run in runs.items():
-        if run.model_data or run.status != "ok":
-            continue
-        d = run.diagnostics
-        rhat, ess = d.get("max_r_hat"), d.get("min_ess_bulk")
-        if is_finite(rhat) and float(rhat) < 1.05 and is_finite(ess) and float(ess) > best_ess:
-            best, best_ess = name, float(ess)
-    return best
-
-
 def findings(
     table: pd.DataFrame,
     *,
@@ -154,11 +133,12 @@ def findings(
 ) -> list[Finding]:
     """Findings for one comparison.
 
-    ``table`` is ``Comparison.table`` (rows: parameters; columns ``(truth|engine, mean|sd|...)``).
-    ``runs`` (engine -> Run) adds failures, evidence, MCMC and SVI diagnostics and Monte-Carlo
-    noise levels; ``truth`` (a GroundTruth) adds the exact log evidence. ``discrete`` names
-    discrete sites: their sd follows from their mean, so only means are judged. With no truth in
-    the table, a converged MCMC run (if any) serves as the reference.
+    ``table`` is ``Comparison.table_wide`` (rows: parameters; columns
+    ``(truth|engine, mean|sd|...)``). ``runs`` (engine -> Run) adds failures, evidence, MCMC
+    and SVI diagnostics and Monte-Carlo noise levels; ``truth`` (a GroundTruth) adds the exact
+    log evidence. ``discrete`` names discrete sites: their sd follows from their mean, so only
+    means are judged. With no truth in the table, a converged MCMC run (if any) serves as the
+    reference.
     """
     runs = dict(runs or {})
     out: list[Finding] = []
@@ -169,7 +149,7 @@ def findings(
     if not has_truth and runs:
         ref_name = reference_engine(runs)
         if ref_name is not None:
-            table = _with_reference(table, ref_name)
+            table = with_reference(table, ref_name)
             d = runs[ref_name].diagnostics
             truth_label = f"{ref_name}'s draws"
             out.append(
@@ -188,9 +168,8 @@ def findings(
             text = f"{engine} failed. {explain_failure(run.error)} The error: {run.error}"
             out.append(Finding(engine, "failed", "bad", text))
             continue
-        verdict = assess(run) if run is not None else Assessment("ok")
-        if verdict.status == "unreliable":
-            text = f"{engine}'s numbers are unreliable: {verdict.caveat}"
+        if run is not None and run.status == "unreliable":
+            text = f"{engine}'s numbers are unreliable: {run.caveat}"
             out.append(Finding(engine, "unreliable", "bad", text.rstrip(".") + "."))
         fixed = run.model_data if run is not None else {}
         if fixed:
@@ -289,19 +268,6 @@ def _clustering(runs: Mapping[str, Run]) -> list[Finding]:
         "Hungarian method), best first: " + "; ".join(parts) + "."
     )
     return [Finding(None, "clustering", "info", text)]
-
-
-def _with_reference(table: pd.DataFrame, ref: str) -> pd.DataFrame:
-    """The table with ``ref``'s mean and sd as the truth and the errors recomputed."""
-    t = table.copy()
-    t[("truth", "mean")] = t[(ref, "mean")]
-    t[("truth", "sd")] = t[(ref, "sd")]
-    for e in table_engines(t):
-        with np.errstate(invalid="ignore", divide="ignore"):
-            t[(e, "error_in_sds")] = (t[(e, "mean")] - t[("truth", "mean")]).abs() / t[
-                ("truth", "sd")
-            ]
-    return t
 
 
 def _accuracy(
@@ -514,8 +480,8 @@ def _sampler(engine: str, run: Run) -> list[Finding]:
         text = f"{engine}: " + ", ".join(parts) + (" \u2014 " + "; ".join(notes) if notes else "")
         out.append(Finding(engine, "mcmc", level, text + "."))
     k = d.get("pareto_k")
-    # an unreliable run's caveat says it already
-    if is_finite(k) and run.status != "unreliable" and "pareto_k" not in assess(run).flags:
+    # an unreliable run's reasons say it already (the engine's own, or the k-hat's check)
+    if is_finite(k) and not {"caveat", "pareto_k"} & set(flags(run)):
         k = float(k)
         proposal = d.get("proposal")  # importance sampling: the proposal it weighted
         q = weighed_against(d)

@@ -32,7 +32,7 @@ class Interval:
 def forest_intervals(cmp: Comparison) -> dict[str, list[Interval]]:
     """Every continuous parameter row of the comparison table with its intervals, truth first
     then the engines in run order (mean +- 2 sd from the table; a point estimate: mean only)."""
-    table, discrete = cmp.table, set(cmp.model.discrete)
+    table, discrete = cmp.table_wide, set(cmp.model.discrete)
     sources = ["truth", *[e for e in cmp.runs if (e, "mean") in table.columns]]
     columns = {}
     for source in sources:

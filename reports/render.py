@@ -26,6 +26,15 @@ import pandas as pd
 from zoo_inference.engines import GENERIC_ENGINES
 from zoo_inference.results import Comparison, Run
 from zoo_inference.serialize import dumps, frame_records, run_record
+from zoo_inference.verdict import (
+    ELBO_RISE,
+    ELBO_WINDOW,
+    MAX_DIVERGENCES,
+    MAX_PARETO_K,
+    MAX_R_HAT,
+    MIN_ESS,
+    flags,
+)
 
 from .extras import page_extras
 from .figures import FigureImage
@@ -43,16 +52,7 @@ from .findings import (
     worst_error,
 )
 from .model_figures import model_figures
-from .status import (
-    ELBO_RISE,
-    ELBO_WINDOW,
-    MAX_DIVERGENCES,
-    MAX_PARETO_K,
-    MAX_R_HAT,
-    MIN_ESS,
-    assess,
-    explain_failure,
-)
+from .status import explain_failure
 from .zoo_findings import zoo_findings
 
 ERROR_GOOD = 0.25  # |mean - truth| / truth_sd below this: green in the tables
@@ -61,7 +61,6 @@ MAX_TABLE_ROWS = 60  # posterior table rows on a page (all of them are in the CS
 MAX_JSON_DATA_VALUES = 100_000  # a model's data goes into its JSON up to this many numbers
 RUN_COLUMNS = (
     "status",
-    "engine_status",
     "wall_time_s",
     "ess_per_s",
     "min_ess_bulk",
@@ -271,18 +270,15 @@ def run_row(
     acc = d.get("acceptance_rate")
     if isinstance(acc, (list, tuple)) and acc:
         acc = float(np.mean(acc))
-    verdict = assess(run)
     return {
         "engine": engine,
-        # the report's status (reports.status.assess): ok only where the run's own
-        # diagnostics pass; the engine's own status beside it
-        "status": verdict.status,
-        "engine_status": run.status,
-        "reasons": list(verdict.reasons),
-        "flags": list(verdict.flags),
+        # the run's one verdict (inference.verdict): ok only where its own diagnostics pass
+        "status": run.status,
+        "reasons": list(run.reasons),
+        "flags": list(flags(run)),
         "ok": run.ok,
         "error": run.error,
-        "caveat": verdict.caveat if run.ok else None,
+        "caveat": run.caveat if run.ok else None,
         "wall_time_s": wall,
         "compile_s": compiled if _finite(compiled) and compiled >= 0.05 else None,
         "ess_per_s": float(ess) / float(wall) if _finite(ess) and _finite(wall) and wall else None,
@@ -393,7 +389,7 @@ def model_context(
 ) -> dict[str, Any]:
     """Everything a model page shows, as plain data: the comparison's numbers, its seed and
     profile, and the warnings its runs recorded (listed on the page, not printed)."""
-    info, table, truth = cmp.model, cmp.table, cmp.truth
+    info, table, truth = cmp.model, cmp.table_wide, cmp.truth
     has_truth = truth is not None and bool(truth.mean)
     discrete = info.discrete
     label = "the exact posterior"
@@ -466,11 +462,6 @@ def model_json(cmp: Comparison, ctx: Mapping[str, Any]) -> dict[str, Any]:
         row = rows[engine]
         runs[engine] = {
             **run_record(run),
-            # the report's status (the engine's own in engine_status), as the page shows it
-            "status": row["status"],
-            "engine_status": row["engine_status"],
-            "caveat": row["caveat"],
-            "reasons": row["reasons"],
             "scores": row["scores"],
             "summary": frame_records(run.summary) if run.ok else {},
         }
@@ -495,7 +486,7 @@ def model_json(cmp: Comparison, ctx: Mapping[str, Any]) -> dict[str, Any]:
         },
         truth=ctx["truth"],
         runs=runs,
-        table=flat_table(cmp.table).to_dict(orient="records"),
+        table=flat_table(cmp.table_wide).to_dict(orient="records"),
         findings=ctx["findings"],
         warnings=ctx["warnings"],
         loo=ctx["loo"],
@@ -534,7 +525,7 @@ def render_model_page(cmp: Comparison, *, generated: str | None = None) -> dict[
         f"{name}.html": render("model.html.j2", **ctx),
         f"{name}.md": render("model.md.j2", **ctx),
         f"{name}.json": dumps(model_json(cmp, ctx)),
-        f"{name}.csv": to_csv(flat_table(cmp.table)),
+        f"{name}.csv": to_csv(flat_table(cmp.table_wide)),
         "summary": dumps(model_summary(ctx)),
     }
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from zoo_inference.verdict import MAX_PARETO_K, MAX_R_HAT, MIN_ESS, is_finite
+
 from .findings import LEVELS, Finding, listing, percent
-from .status import MAX_PARETO_K, MAX_R_HAT, MIN_ESS, is_finite
 
 FLAG_WORDS = {
     "caveat": "the engine's own check",

@@ -257,7 +257,7 @@ def test_a_failed_engine_does_not_stop_a_comparison():
             "bad_guide", ["svi", "laplace"], svi={"guide": "model", "num_steps": 5}, num_samples=50
         )
     assert cmp.runs["svi"].status == "failed" and cmp.runs["laplace"].ok
-    assert "laplace" in cmp.table.columns.get_level_values(0)
+    assert "laplace" in cmp.table_wide.columns.get_level_values(0)
 
 
 # ------------------------------------------------------------------ reports

@@ -5,16 +5,34 @@ import subprocess
 import sys
 
 import arviz as az
+import pandas as pd
 import pytest
 
 from zoo.cli import main
 
 
 def test_list(capsys):
+    """Every line within 120 columns: a model's description (cut at a sentence or a word where
+    it is long), then its engines on lines of their own."""
+    from zoo.cli import _cut
+
     assert main(["list"]) == 0
     out = capsys.readouterr().out
     for name in ("beta_bernoulli", "three_coin", "gaussian_mixture"):
         assert name in out
+    assert max(len(line) for line in out.splitlines()) <= 120
+    assert "engines: svi, nuts" in out
+    assert _cut("One sentence here. And a second one that is long.", 30) == "One sentence here."
+    assert _cut("a b c supercalifragilistic words", 20) == "a b c\u2026"
+    assert _cut("fits", 20) == "fits"
+
+
+def test_help_describes_every_argument(capsys):
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    text = capsys.readouterr().out
+    assert "name                  a model" in text and "an engine that applies" in text
+    assert "--seed SEED           the random seed" in text
 
 
 def test_info(capsys):
@@ -39,14 +57,29 @@ def test_run_writes_netcdf_summary_and_diagnostics(tmp_path, capsys):
     assert (out / "summary.csv").read_text().startswith(",mean,sd")
 
 
-def test_compare(capsys):
+def test_compare(tmp_path, capsys):
+    """A row per parameter and engine, the truth's first, every line within 120 columns (a short
+    SVI's reasons wrap); --out writes the long and wide tables and the runs' records."""
+    out_dir = tmp_path / "cmp"
     argv = ["compare", "beta_bernoulli", "--engines", "exact,svi", "-q", "-o", "num_samples=200"]
-    assert main(argv) == 0
+    assert main([*argv, "-o", "svi.num_steps=60", "--out", str(out_dir)]) == 0
     out = capsys.readouterr().out
-    row = next(line.split() for line in out.splitlines() if line.startswith("p "))
-    # truth mean, sd, then exact's mean, sd and std_err: Beta(8, 4) exactly
-    assert row[1:6] == ["0.6667", "0.1307", "0.6667", "0.1307", "0"]
+    lines = out.splitlines()
+    assert max(len(line) for line in lines) <= 120, out
+    assert lines[0] == "against the ground truth (closed form: p ~ Beta)"
+    at = next(i for i, line in enumerate(lines) if line.startswith("p "))
+    # truth mean, sd, then exact's mean, sd and error: Beta(8, 4) exactly
+    assert lines[at].split() == ["p", "truth", "0.6667", "0.1307", "NaN"]
+    assert lines[at + 1].split() == ["exact", "0.6667", "0.1307", "0"]
+    assert lines[at + 2].split()[0] == "svi"
     assert "exact" in out and "log evidence -7.185387" in out
+    table = pd.read_csv(out_dir / "table.csv", index_col=[0, 1])
+    assert list(table.index) == [("p", "truth"), ("p", "exact"), ("p", "svi")]
+    assert table.loc[("p", "exact"), "mean"] == pytest.approx(2 / 3, abs=1e-4)
+    runs = json.loads((out_dir / "runs.json").read_text())
+    assert runs["exact"]["status"] == "ok" and set(runs) == {"exact", "svi"}
+    wide = pd.read_csv(out_dir / "table_wide.csv", header=[0, 1], index_col=0)
+    assert wide.loc["p", ("exact", "mean")] == table.loc[("p", "exact"), "mean"]
 
 
 def test_python_dash_m_zoo_list():

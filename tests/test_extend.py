@@ -136,7 +136,7 @@ def test_compare_table_uses_the_truth(foreign):
         enum={"params": {"mu": 0.0}, "num_samples": 100},
         svi={"num_steps": 300, "num_samples": 200},
     )
-    t = cmp.table
+    t = cmp.table_wide
     assert t.loc["mu", ("truth", "mean")] == pytest.approx(closed_form(X, W)[0])
     assert t.loc["mu", ("enum", "mean")] == 0.0
     assert t.loc["mu", ("enum", "error_in_sds")] == pytest.approx(

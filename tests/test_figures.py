@@ -60,7 +60,7 @@ def test_forest_has_one_line_per_parameter_and_engine_and_marks_the_truth(
     expected = {f"{e}|{row}" for e in cmp.runs for row in shown}
     assert sorted(g for g in gids if not g.startswith("truth|")) == sorted(expected)
     assert sorted(g for g in gids if g.startswith("truth|")) == [f"truth|{r}" for r in shown]
-    table = cmp.table
+    table = cmp.table_wide
     for ax in fig.axes:
         for line in ax.get_lines():
             gid = line.get_gid()
@@ -123,8 +123,11 @@ def test_predictive_draws_are_their_own_stream(cmp: zoo.Comparison) -> None:
 
 def test_ppc_prefers_a_reliable_run(cmp: zoo.Comparison) -> None:
     def marked(*unreliable: str) -> zoo.Comparison:
+        # every run's status set here (short SVI's own verdict is unreliable: its ELBO rises)
         runs = {
-            e: dataclasses.replace(r, status="unreliable", caveat="test") if e in unreliable else r
+            e: dataclasses.replace(r, status="unreliable", reasons=("test",), caveat="test")
+            if e in unreliable
+            else dataclasses.replace(r, status="ok", reasons=(), caveat=None)
             for e, r in cmp.runs.items()
         }
         return dataclasses.replace(cmp, runs=runs)

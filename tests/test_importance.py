@@ -86,7 +86,7 @@ def test_the_prior_asked_for_is_kept_and_flagged_unreliable(regression):
     assert "unreliable" in repr(run)
     truth = regression.ground_truth()
     cmp = zoo.api.comparison(regression, {"importance": run}, regression.load_data())
-    found = reports.findings(cmp.table, runs=cmp.runs, truth=truth)
+    found = reports.findings(cmp.table_wide, runs=cmp.runs, truth=truth)
     flagged = [f for f in found if f.topic == "unreliable"]
     assert len(flagged) == 1 and flagged[0].level == "bad"
     assert flagged[0].text.startswith("importance's numbers are unreliable: ")

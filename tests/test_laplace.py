@@ -92,7 +92,7 @@ def test_the_gaussian_checks_itself_by_importance_weights():
     schools, where tau's posterior is skewed (half-Cauchy prior, 8 data points), the Gaussian
     misses mass: k-hat about 1.3 (its sd over seeds about 0.1 at 4000 draws), so the run itself
     says unreliable, and the report's status and findings name Laplace's Gaussian."""
-    from zoo_reports.status import assess
+    from zoo_inference.verdict import assess
 
     gauss = zoo.run(BLR, "laplace", num_samples=4000)
     assert gauss.diagnostics["pareto_k"] < 0.5 and gauss.status == "ok"

@@ -208,7 +208,7 @@ def test_compare_and_summary():
     cmp = zoo.compare("beta_bernoulli", engines=["exact", "rejection", "inverse_cdf"])
     assert set(cmp.runs) == {"exact", "rejection", "inverse_cdf"}
     assert all(r.ok for r in cmp.runs.values())
-    assert ("rejection", "mean") in cmp.table.columns
+    assert ("rejection", "mean") in cmp.table_wide.columns
 
 
 # ------------------------------------------------------------------ calibration

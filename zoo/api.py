@@ -20,10 +20,11 @@ from zoo_inference import (
     check_options,
     inspect_model,
 )
-from zoo_inference.accuracy import comparison_table
+from zoo_inference.accuracy import comparison_table, long_table, reference_engine
 from zoo_inference.predictive import with_predictive
 from zoo_inference.results import one_line
 from zoo_inference.runtime import interactive, own_param_store, seeded, threads
+from zoo_inference.verdict import judged
 
 from .registry import ModelEntry, get_model
 from .validation import check_data
@@ -87,7 +88,9 @@ def execute(p: Prepared, *, predictive: bool = True) -> Run:
     torch thread, timed. Numerical failures give a failed Run, never an exception; the caller's
     random state and parameter store are restored. The Run returned is built here with what
     was run (model, engine, options, seed, data) and, with ``predictive``, posterior-predictive
-    draws (after the timing, in the run's parameter store: an extra of the run)."""
+    draws (after the timing, in the run's parameter store: an extra of the run), and its one
+    verdict (:func:`~inference.verdict.judged`: ``status``, ``reasons``, ``caveat``), which
+    every reader of the Run shows as it is."""
     entry, spec = p.entry, p.entry.engine_spec(p.engine)
     start = time.perf_counter()
     with seeded(p.seed), own_param_store(), threads(1):
@@ -119,14 +122,16 @@ def execute(p: Prepared, *, predictive: bool = True) -> Run:
         if predictive:
             model_data = {**p.data, **result.model_data}
             result = with_predictive(result, entry.model, model_data, seed=p.seed)
-    return dataclasses.replace(
-        result,
-        engine=p.engine,
-        model=entry.name,
-        seed=p.seed,
-        options=dict(p.options),
-        data=dict(p.data),
-        diagnostics={**result.diagnostics, "wall_time_s": wall},
+    return judged(
+        dataclasses.replace(
+            result,
+            engine=p.engine,
+            model=entry.name,
+            seed=p.seed,
+            options=dict(p.options),
+            data=dict(p.data),
+            diagnostics={**result.diagnostics, "wall_time_s": wall},
+        )
     )
 
 
@@ -180,8 +185,19 @@ def comparison(
     """The Comparison of finished runs of one model on ``data`` (run with ``seed``; their
     options sized by ``profile``, or ``custom``)."""
     truth = entry.ground_truth(data)
-    table = comparison_table(runs, truth, entry.compared_params())
-    return Comparison(entry.info(), dict(runs), table, truth, dict(data), seed, profile)
+    wide = comparison_table(runs, truth, entry.compared_params())
+    reference = None if truth is not None and truth.mean else reference_engine(runs)
+    return Comparison(
+        entry.info(),
+        dict(runs),
+        long_table(wide, reference),
+        truth,
+        dict(data),
+        seed,
+        profile,
+        table_wide=wide,
+        reference=reference,
+    )
 
 
 def compare(

@@ -1,8 +1,9 @@
 """Command line: ``zoo list | info | run | compare | report``.
 
-Errors print one line on stderr and exit with status 2 (bad input) or 1 (a run failed); Ctrl-C
-prints ``zoo: interrupted`` and exits with 130. torch and the engines are imported inside the
-commands, so ``zoo --help`` answers at once.
+Errors print one line on stderr and exit with status 2 (bad input) or 1 (a run failed); ``zoo
+run`` ends with the run's status on stderr (``status: ok``, or ``status: unreliable: `` and the
+reasons, exit status 0). Ctrl-C prints ``zoo: interrupted`` and exits with 130. torch and the
+engines are imported inside the commands, so ``zoo --help`` answers at once.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import argparse
 import ast
 import importlib
 import importlib.util
+import os
 import sys
 import tempfile
 import warnings
@@ -100,8 +102,23 @@ def cmd_list(args: argparse.Namespace) -> int:
 
     for name in zoo.list_models():
         entry = zoo.get_model(name)
-        print(f"{name:<28} {', '.join(entry.engines):<48} {entry.description}")
+        head = f"{name:<28} "
+        print(head + _cut(entry.description, WIDTH - len(head)))
+        print(_fitted(" " * len(head), "engines: " + ", ".join(entry.engines)))
     return 0
+
+
+def _cut(text: str, width: int) -> str:
+    """``text`` in at most ``width`` characters: whole when it fits, else up to its last sentence
+    end that fits, else its last word that fits and an ellipsis."""
+    text = " ".join(text.split())
+    if len(text) <= width:
+        return text
+    head = text[:width]
+    end = head.rfind(". ")
+    if end > width // 3:
+        return head[: end + 1]
+    return head[: width - 1].rsplit(" ", 1)[0].rstrip(",;:") + "\u2026"
 
 
 def cmd_info(args: argparse.Namespace) -> int:
@@ -175,8 +192,6 @@ def cmd_run(args: argparse.Namespace) -> int:
             out.rmdir()  # a failed run leaves no folder behind
         print(f"zoo: {args.name}/{args.engine} failed: {run.error}", file=sys.stderr)
         return 1
-    if run.status == "unreliable":
-        print(f"zoo: {args.name}/{args.engine} is unreliable: {run.caveat}", file=sys.stderr)
     cols = [c for c in ("mean", "sd", "hdi_3%", "hdi_97%", "r_hat", "ess_bulk") if c in run.summary]
     print(run.summary[cols].head(30).to_string(float_format=lambda v: f"{v:.6g}"))
     if len(run.summary) > 30:
@@ -188,12 +203,35 @@ def cmd_run(args: argparse.Namespace) -> int:
     if out is not None:
         _write_run(run, out)
         print(f"wrote {out}/idata.nc, summary.csv, diagnostics.json")
+    # the run's one verdict, last: ok, or unreliable with the reasons (exit status 0 either way)
+    verdict = "ok" if run.status == "ok" else f"{run.status}: {run.caveat}"
+    print(f"status: {verdict}", file=sys.stderr)
     return 0
+
+
+WIDTH = 120  # the columns every line of zoo compare and zoo list fits in
+
+
+def _fitted(head: str, text: str) -> str:
+    """``head`` then ``text``, wrapped at word breaks to :data:`WIDTH` columns, the lines after
+    the first indented under ``text``."""
+    import textwrap
+
+    return textwrap.fill(
+        text,
+        WIDTH,
+        initial_indent=head,
+        subsequent_indent=" " * len(head),
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
     import zoo
+    from zoo.files import check_writable
 
+    out = check_writable(args.out) if args.out else None
     cmp = zoo.compare(
         args.name,
         _engines(args.engines),
@@ -201,17 +239,47 @@ def cmd_compare(args: argparse.Namespace) -> int:
         progress=_progress(args),
         **_parse_options(args.option),
     )
+    if cmp.truth is not None and cmp.truth.mean:
+        print(f"against the ground truth ({cmp.truth.source})")
+    elif cmp.reference is not None:
+        print(
+            _fitted(
+                "",
+                f"no ground truth: against {cmp.reference}'s draws (the converged MCMC run with "
+                "most effective draws, as the report's page)",
+            )
+        )
+    else:
+        print("no ground truth and no converged MCMC run to compare against")
     print(cmp.table.to_string(float_format=lambda v: f"{v:.4g}"))
     print()
+    width = max(10, *(len(e) for e in cmp.runs))
     for eng, run in cmp.runs.items():
         status = {"ok": "ok", "unreliable": f"UNRELIABLE: {run.caveat}"}.get(
             run.status, f"FAILED: {run.error}"
         )
         ev = "" if run.evidence is None else f"  {run.evidence.describe()} {run.log_evidence:.6f}"
-        print(f"{eng:<10} {run.diagnostics['wall_time_s']:8.2f} s  {status}{ev}")
+        print(_fitted(f"{eng:<{width}} {run.diagnostics['wall_time_s']:8.2f} s  ", status + ev))
     if cmp.truth is not None and cmp.truth.log_evidence is not None:
-        print(f"{'truth':<10} exact log evidence {cmp.truth.log_evidence:.6f}")
+        print(f"{'truth':<{width}} exact log evidence {cmp.truth.log_evidence:.6f}")
+    if out is not None:
+        _write_comparison(cmp, out)
+        print(f"wrote {out}/table.csv, table_wide.csv, runs.json")
     return 0 if all(r.ok for r in cmp.runs.values()) else 1
+
+
+def _write_comparison(cmp: Any, out: Path) -> None:
+    """The long and wide tables (CSV) and every run's record (JSON), written atomically."""
+    from zoo.files import locked, write_atomically
+    from zoo_inference.serialize import dumps, run_record
+
+    files: dict[str, str | bytes] = {
+        "table.csv": cmp.table.to_csv(),
+        "table_wide.csv": cmp.table_wide.to_csv(),
+        "runs.json": dumps({e: run_record(r) for e, r in cmp.runs.items()}),
+    }
+    with locked(out):
+        write_atomically(out, files)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -303,7 +371,12 @@ def build_parser() -> argparse.ArgumentParser:
         )
 
     def common(sp: argparse.ArgumentParser) -> None:
-        sp.add_argument("--seed", type=int, default=0)
+        sp.add_argument(
+            "--seed",
+            type=int,
+            default=0,
+            help="the random seed: the same seed, the same numbers (0)",
+        )
         sp.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
         models_arg(sp)
 
@@ -316,21 +389,27 @@ def build_parser() -> argparse.ArgumentParser:
     models_arg(lst)
     lst.set_defaults(fn=cmd_list)
     info = sub.add_parser("info", help="describe a model, its data and engines")
-    info.add_argument("name")
+    info.add_argument("name", help="a model (zoo list names them)")
     models_arg(info)
     info.set_defaults(fn=cmd_info)
 
     run = sub.add_parser("run", help="run one engine on one model")
-    run.add_argument("name")
-    run.add_argument("--engine", "-e", required=True)
+    run.add_argument("name", help="a model (zoo list names them)")
+    run.add_argument(
+        "--engine",
+        "-e",
+        required=True,
+        help="an engine that applies to it (zoo info NAME lists them)",
+    )
     run.add_argument("--out", help="folder for idata.nc, summary.csv, diagnostics.json")
     options_arg(run, "engine option, e.g. -o num_steps=500 (repeatable)")
     common(run)
     run.set_defaults(fn=cmd_run)
 
     cmp = sub.add_parser("compare", help="run several engines and tabulate against the truth")
-    cmp.add_argument("name")
+    cmp.add_argument("name", help="a model (zoo list names them)")
     cmp.add_argument("--engines", help="comma-separated (default: every engine that applies)")
+    cmp.add_argument("--out", help="folder for table.csv, table_wide.csv and runs.json")
     options_arg(
         cmp, "KEY=VALUE for every engine that takes it, ENGINE.KEY=VALUE for one (repeatable)"
     )
@@ -348,7 +427,7 @@ def build_parser() -> argparse.ArgumentParser:
         "failed; --fresh runs every cell.",
     )
     rep.add_argument("names", nargs="*", help="models (default: all)")
-    rep.add_argument("--out", default="zoo-report")
+    rep.add_argument("--out", default="zoo-report", help="the report's folder (zoo-report)")
     rep.add_argument("--profile", default="quick", help=PROFILES_HELP)
     rep.add_argument("--engines", help="comma-separated (default: every engine that applies)")
     rep.add_argument(
@@ -408,7 +487,26 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _bars_get_a_size() -> None:
+    """tqdm fits its bars to the terminal's size, and a pseudo-terminal opened without one (by
+    ``script`` or ``docker exec -t`` from a program, a CI runner) reports 0 columns and 0 lines:
+    every bar would be trimmed to nothing, or hidden below the last line. There, bars get 80
+    columns and 24 lines (``TQDM_NCOLS``, ``TQDM_NROWS``; tqdm reads them when it is imported,
+    which the commands do later)."""
+    if not sys.stderr.isatty():
+        return
+    try:
+        size = os.get_terminal_size(sys.stderr.fileno())
+    except (OSError, ValueError):
+        return
+    if size.columns == 0:
+        os.environ.setdefault("TQDM_NCOLS", "80")
+    if size.lines == 0:
+        os.environ.setdefault("TQDM_NROWS", "24")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    _bars_get_a_size()
     try:
         args = build_parser().parse_args(argv)
         load_models(args.models)

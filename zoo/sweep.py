@@ -270,7 +270,7 @@ def run_cells(
         bar.set_postfix_str(f"{cell.model}/{cell.engine}")
         bar.update()
         if progress == "lines":
-            why = "" if run.ok else f" ({run.caveat or run.error})"
+            why = f" ({run.caveat or run.error})" if run.caveat or run.error else ""
             wall = run.diagnostics.get("wall_time_s", float("nan"))
             print(
                 f"[{len(results)}/{len(cells)}] {cell.model}/{cell.engine}: {run.status} "
@@ -315,6 +315,7 @@ def _result(fut: Any, cell: Cell, seed: int) -> Run:
     except ZooError:
         raise
     except Exception as e:  # noqa: BLE001 - a worker that died: a failed cell, not a traceback
+        error = f"{type(e).__name__}: {e}"
         return Run(
             engine=cell.engine,
             model=cell.model,
@@ -322,7 +323,8 @@ def _result(fut: Any, cell: Cell, seed: int) -> Run:
             options=dict(cell.options),
             diagnostics={"wall_time_s": float("nan")},
             status="failed",
-            error=f"{type(e).__name__}: {e}",
+            error=error,
+            reasons=(error,),
         )
 
 

@@ -304,7 +304,9 @@ def sample_chains(
                 num_samples=block[0],
                 warmup=block[1],
                 gen=gen,
-                progress=ctx.progress and workers == 1,
+                # groups in worker processes: the first one's bar stands for them all (each
+                # worker writes to the same terminal; one bar each would overwrite each other)
+                progress=ctx.progress and (workers == 1 or g == 0),
                 **more,
             )
         result.info["density"] = density.mode
