@@ -42,7 +42,8 @@ def kalman_local_level(y: np.ndarray, q: Any, r: Any, m0: float, P0: float) -> K
                   P_t^s = P_t + J_t^2 (P_{t+1}^s - P_{t+1}^-),  Cov(x_{t+1}, x_t) = J_t P_{t+1}^s
 
     starting from x_0 ~ N(m0, P0), the state before the first observation. q and r may be
-    arrays (a grid of parameter values): every step is elementwise over them.
+    arrays (a grid of parameter values): every step is elementwise over them. A NaN in ``y`` is
+    a missing observation: its update is skipped (filtered = predicted, no likelihood term).
     """
     y = np.asarray(y, dtype=float)
     q, r = np.asarray(q, dtype=float), np.asarray(r, dtype=float)
@@ -52,11 +53,13 @@ def kalman_local_level(y: np.ndarray, q: Any, r: Any, m0: float, P0: float) -> K
     ll = np.zeros(shape[1:])
     for t in range(len(y)):
         mp[t], Pp[t] = m, P + q
-        S = Pp[t] + r
-        gain = Pp[t] / S
-        e = y[t] - mp[t]
-        ll = ll - 0.5 * (np.log(2 * np.pi * S) + e**2 / S)
-        m, P = mp[t] + gain * e, (1 - gain) * Pp[t]
+        m, P = mp[t], Pp[t]
+        if not np.isnan(y[t]):
+            S = Pp[t] + r
+            gain = Pp[t] / S
+            e = y[t] - mp[t]
+            ll = ll - 0.5 * (np.log(2 * np.pi * S) + e**2 / S)
+            m, P = mp[t] + gain * e, (1 - gain) * Pp[t]
         mf[t], Pf[t] = m, P
     ms, Ps, lag = mf.copy(), Pf.copy(), np.empty(shape)
     for t in range(len(y) - 2, -1, -1):

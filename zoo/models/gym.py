@@ -38,6 +38,7 @@ from pyro.distributions.torch_distribution import TorchDistribution
 
 import zoo
 from zoo_datasets import gym, load_radon_minnesota
+from zoo_inference.algorithms.kalman import kalman_local_level
 
 SOURCE = "Inference Gym (inference_gym 0.0.5, Apache-2.0)"
 
@@ -252,32 +253,16 @@ def gym_brownian_motion(observed_locs: torch.Tensor) -> None:
 def brownian_motion_smoother(
     observed_locs: np.ndarray, innovation_scale: Any, observation_scale: Any
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The Brownian motion's locs given both scales (arrays of one shape S, broadcast): Kalman
-    filter and Rauch-Tung-Striebel smoother, NaN observations skipped. Returns log p(y |
-    scales) (S), and the locs' posterior means and variances (T, *S), in float64."""
-    y = np.asarray(observed_locs, dtype=float)
+    """The Brownian motion's locs given both scales (arrays of one shape S, broadcast): the
+    local-level Kalman filter and Rauch-Tung-Striebel smoother (a random walk from locs_{-1} =
+    0), NaN observations skipped. Returns log p(y | scales) (S), and the locs' posterior means
+    and variances (T, *S), in float64."""
     q, r = np.broadcast_arrays(
         np.asarray(innovation_scale, dtype=float) ** 2,
         np.asarray(observation_scale, dtype=float) ** 2,
     )
-    mean, var, loglik = np.zeros(q.shape), np.zeros(q.shape), np.zeros(q.shape)
-    means, variances, pred_vars = [], [], []
-    for yt in y:
-        var = var + q  # predicted: locs_t | y_<t, mean unchanged (a random walk)
-        pred_vars.append(var)
-        if not np.isnan(yt):
-            s = var + r
-            loglik = loglik - 0.5 * (np.log(2 * np.pi * s) + (yt - mean) ** 2 / s)
-            gain = var / s
-            mean, var = mean + gain * (yt - mean), (1 - gain) * var
-        means.append(mean)
-        variances.append(var)
-    sm, sv = [means[-1]], [variances[-1]]
-    for t in range(len(y) - 2, -1, -1):
-        j = variances[t] / pred_vars[t + 1]
-        sm.insert(0, means[t] + j * (sm[0] - means[t]))
-        sv.insert(0, variances[t] + j**2 * (sv[0] - pred_vars[t + 1]))
-    return loglik, np.array(sm), np.array(sv)
+    k = kalman_local_level(observed_locs, q, r, 0.0, 0.0)
+    return k.log_likelihood, k.smoothed_mean, k.smoothed_var
 
 
 BM_LOG_SCALE_GRID = (-16.0, 16.0, 401)  # 8 prior sds either side; posterior sds ~0.35
