@@ -188,8 +188,9 @@ def grouped_run(
     }
     if "accept" in stats:
         diagnostics["acceptance_rate"] = [float(a) for a in stats["accept"].mean(1)]
-    for key in parts[0].info:
-        values = [p.info[key] for p in parts]  # per chain (lists: joined) or per group
+    keys = dict.fromkeys(k for p in parts for k in p.info)  # a key some groups lack: None there
+    for key in keys:
+        values = [p.info.get(key) for p in parts]  # per chain (lists: joined) or per group
         if key == "compile_s":  # wall seconds: groups side by side overlap, one after another
             # add up (those share a density and its compiled step: the first compiles)
             together = diagnostics["chains_in_parallel"]

@@ -300,3 +300,19 @@ def test_engines_from_the_entry_point_group(tmp_path, monkeypatch, registry):
     monkeypatch.delitem(sys.modules, "zoo_engine_plugin_demo", raising=False)
     zoo.registry.rediscover()
     assert "plugin_standing" in zoo.get_model("normal_normal").engines
+
+
+def test_an_info_key_only_some_groups_give_is_kept_per_group(registry):
+    """A key of Samples.info that one chain group gives and another does not (a mid-run compile
+    in one group only: compiled_from_iteration) is the run's, None for the group without it."""
+
+    def sampler(density, theta0, *, num_samples, warmup, gen, progress=False):
+        out = _sampler(density, theta0, num_samples=num_samples, warmup=warmup, gen=gen)
+        if len(theta0) == 1:
+            out.info["only_small_groups"] = 7
+        return out
+
+    zoo.register_sampler("uneven", sampler)
+    run = zoo.run("normal_normal", "uneven", num_chains=3, chain_groups=2, num_samples=10, warmup=0)
+    assert run.ok, run.error
+    assert run.diagnostics["only_small_groups"] == [None, 7]
