@@ -15,7 +15,7 @@ from .engines import (
     variant_spec,
 )
 from .outputs import Draws, Estimate, Factors
-from .quadrature import gauss_legendre
+from .quadrature import Grid, gauss_legendre, grid_posterior
 from .reference import in_float64, truth_from_distributions
 from .replay import VectorisationWarning
 from .results import (
@@ -51,6 +51,8 @@ __all__ = [
     "check_options",
     "exact_spec",
     "gauss_legendre",
+    "grid_posterior",
+    "Grid",
     "inspect_model",
     "network",
     "pointwise_log_weights",

@@ -255,15 +255,12 @@ def hyperposterior_quadrature(
     grid = torch.stack(torch.meshgrid(*axes, indexing="ij"), -1).reshape(-1, 3)
     with torch.no_grad():
         log_p = torch.cat([log_posterior_in_logs(xt, yt, g) for g in grid.split(4096)])
-    log_z = torch.logsumexp(log_p, 0)
-    w = (log_p - log_z).exp()
-    theta = grid.exp()
-    mean = w @ theta
-    sds = (w @ theta**2 - mean**2).clamp(min=0).sqrt()
+    posterior = zoo.grid_posterior(log_p.numpy())
+    mean, sds = posterior.moments(grid.exp().numpy())
     cell = float(torch.prod(2 * width * sd / (points - 1)))
     return zoo.GroundTruth(
         mean={h: float(mean[i]) for i, h in enumerate(HYPERS)},
         sd={h: float(sds[i]) for i, h in enumerate(HYPERS)},
-        log_evidence=float(log_z) + np.log(cell),
+        log_evidence=posterior.log_z + np.log(cell),
         source=f"quadrature: {points}^3 grid in log coordinates, +-{width} Laplace sds",
     )

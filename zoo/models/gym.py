@@ -286,10 +286,9 @@ def _brownian_motion_moments(
     log_inn, log_obs = np.meshgrid(u, u, indexing="ij")
     y = np.array(observed_locs)
     _, m, v = brownian_motion_smoother(y, np.exp(log_inn), np.exp(log_obs))
-    log_w = _bm_log_posterior(y, log_inn, log_obs)
-    w = np.exp(log_w - log_w.max())
-    log_z = float(log_w.max() + np.log(w.sum()) + 2 * np.log(u[1] - u[0]))
-    w /= w.sum()
+    grid = zoo.grid_posterior(_bm_log_posterior(y, log_inn, log_obs))
+    log_z = grid.log_z + 2 * float(np.log(u[1] - u[0]))  # times the cell: the normaliser
+    w = grid.weights
     edge = max(w[0].sum(), w[-1].sum(), w[:, 0].sum(), w[:, -1].sum())
     if edge > 1e-12:
         raise ValueError(
@@ -298,9 +297,9 @@ def _brownian_motion_moments(
         )
     out = {}
     for site, x in zip(BM_SCALES, (np.exp(log_inn), np.exp(log_obs)), strict=True):
-        out[site] = np.array([(w * x**k).sum() for k in (1, 2, 4)])
+        out[site] = np.array([grid.expect(x**k) for k in (1, 2, 4)])
     e4 = m**4 + 6 * m**2 * v + 3 * v**2
-    out["locs"] = np.array([(w * k).sum((1, 2)) for k in (m, m**2 + v, e4)])
+    out["locs"] = np.array([grid.expect(np.moveaxis(k, 0, -1)) for k in (m, m**2 + v, e4)])
     return out, log_z
 
 

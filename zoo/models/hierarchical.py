@@ -9,7 +9,6 @@ import pyro
 import pyro.distributions as dist
 import torch
 from pyro.distributions import constraints
-from scipy.special import logsumexp
 
 import zoo
 
@@ -222,13 +221,10 @@ def schools_truth(y: torch.Tensor, sigma: torch.Tensor, nodes: int = 400) -> zoo
         lin[:, 0], lin[:, 1:] = 1.0, t * np.eye(J)
         means[k] = np.r_[m, lin @ m]
         variances[k] = np.r_[np.diag(c), np.einsum("ij,jk,ik->i", lin, c, lin)]
-    log_post = np.log(w) + log_lik
-    log_z = logsumexp(log_post)
-    wt = np.exp(log_post - log_z)
-    mean = wt @ means
-    sd = np.sqrt(np.clip(wt @ (variances + means**2) - mean**2, 0.0, None))
-    tau_mean = float(wt @ taus)
-    tau_sd = float(np.sqrt(wt @ taus**2 - tau_mean**2))
+    grid = zoo.grid_posterior(np.log(w) + log_lik)
+    log_z, wt = grid.log_z, grid.weights
+    mean, sd = grid.moments(means, variances)
+    tau_mean, tau_sd = map(float, grid.moments(taus))
 
     def tau_density(t: np.ndarray) -> np.ndarray:
         t = np.asarray(t, dtype=float)

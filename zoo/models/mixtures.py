@@ -11,7 +11,6 @@ import pyro.distributions as dist
 import torch
 from pyro.distributions import constraints
 from pyro.ops.indexing import Vindex
-from scipy.special import logsumexp
 
 import zoo
 from zoo_datasets import load_faithful
@@ -152,15 +151,14 @@ def _(y: torch.Tensor) -> zoo.GroundTruth | None:
     pi, p, q = np.meshgrid(x, x, x, indexing="ij")
     s = pi * p + (1 - pi) * q
     log_w = np.log(w)[:, None, None] + np.log(w)[None, :, None] + np.log(w)[None, None, :]
-    log_post = log_w + k * np.log(s) + (n - k) * np.log1p(-s)
-    log_z = logsumexp(log_post)
-    wt = np.exp(log_post - log_z)
+    grid = zoo.grid_posterior(log_w + k * np.log(s) + (n - k) * np.log1p(-s))
+    log_z = grid.log_z
     mean, sd = {}, {}
     for name, v in (("pi", pi), ("p", p), ("q", q)):
-        mean[name] = float((wt * v).sum())
-        sd[name] = float(np.sqrt(max((wt * v**2).sum() - mean[name] ** 2, 0.0)))
-    z1 = float((wt * pi * p / s).sum())  # P(z_j = 1 | y) for y_j = 1
-    z0 = float((wt * pi * (1 - p) / (1 - s)).sum())  # for y_j = 0
+        m_, s_ = grid.moments(v)
+        mean[name], sd[name] = float(m_), float(s_)
+    z1 = float(grid.expect(pi * p / s))  # P(z_j = 1 | y) for y_j = 1
+    z0 = float(grid.expect(pi * (1 - p) / (1 - s)))  # for y_j = 0
     mean["z"] = np.where(y == 1, z1, z0)
     sd["z"] = np.sqrt(mean["z"] * (1 - mean["z"]))
 

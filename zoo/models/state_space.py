@@ -10,7 +10,6 @@ import pyro
 import pyro.distributions as dist
 import torch
 from pyro.distributions import constraints
-from scipy.special import logsumexp
 from scipy.stats import norm
 
 import zoo
@@ -200,21 +199,23 @@ def _(y: torch.Tensor, m0: float, P0: float, scale: float) -> zoo.GroundTruth:
     k = kalman_local_level(ys, np.exp(U), np.exp(V), m0, P0)
     # density of (log q, log r): the LogNormal priors are Normal on the log scale
     log_prior = norm.logpdf(U, 2 * np.log(scale / 3), 2.0) + norm.logpdf(V, 2 * np.log(scale), 2)
-    log_post = np.log(wq)[:, None] + np.log(wr)[None, :] + log_prior + k.log_likelihood
-    log_z = logsumexp(log_post)
-    w = np.exp(log_post - log_z)
+    grid = zoo.grid_posterior(
+        np.log(wq)[:, None] + np.log(wr)[None, :] + log_prior + k.log_likelihood
+    )
     mean, sd = {}, {}
-    for name, value in (("q", np.exp(U)), ("r", np.exp(V))):
-        mean[name] = float((w * value).sum())
-        sd[name] = float(np.sqrt(max((w * value**2).sum() - mean[name] ** 2, 0.0)))
     # the sites level and level_sd are functions of (q, r): their moments over the grid
-    for name, value in (("level", k.smoothed_mean), ("level_sd", np.sqrt(k.smoothed_var))):
-        mean[name] = (w * value).sum((1, 2))
-        sd[name] = np.sqrt(np.clip((w * value**2).sum((1, 2)) - mean[name] ** 2, 0.0, None))
+    values = {
+        "q": np.exp(U),
+        "r": np.exp(V),
+        "level": np.moveaxis(k.smoothed_mean, 0, -1),
+        "level_sd": np.moveaxis(np.sqrt(k.smoothed_var), 0, -1),
+    }
+    for name, value in values.items():
+        mean[name], sd[name] = grid.moments(value)
     return zoo.GroundTruth(
-        mean=mean,
-        sd=sd,
-        log_evidence=float(log_z),
+        mean={k: v if v.ndim else float(v) for k, v in mean.items()},
+        sd={k: v if v.ndim else float(v) for k, v in sd.items()},
+        log_evidence=grid.log_z,
         source="exact: Kalman filter on a 64^2 Gauss–Legendre grid over (log q, log r)",
     )
 
