@@ -4,7 +4,8 @@
 
 Categorical emissions, T = 1000, K = 5 states, 8 symbols, random parameters: both compute
 log p(x) from the same symbols and parameters (the zoo by the matrix-product form of the forward
-algorithm, ``inference.algorithms.hmm.hmm_log_likelihood``; hmmlearn by its compiled forward pass).
+algorithm, ``zoo_inference.algorithms.hmm.hmm_log_likelihood``; hmmlearn by its compiled
+forward pass).
 Checks that the two values agree, prints ``ratio_vs_hmmlearn: X`` (zoo time / hmmlearn time,
 best of several repeats each), then how the zoo's time grows with T and with K, and the time
 for a batch of 100 sequences (one call for the zoo; a loop over ``score`` for hmmlearn).

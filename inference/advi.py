@@ -7,7 +7,7 @@ out of the density, as ``nuts`` does), maximising
     ELBO = E_q[log p(y, theta)] + H(q),    theta = mu + L eps,  eps ~ N(0, I),
 
 with the expectation estimated by ``num_particles`` reparameterised draws, which are the batch of
-one :class:`~inference.density.BatchedDensity` call, and the entropy H(q) = sum_i log L_ii +
+one :class:`~zoo_inference.density.BatchedDensity` call, and the entropy H(q) = sum_i log L_ii +
 D/2 (1 + log 2 pi) in closed form. This is the objective Pyro's ``Trace_ELBO`` (or
 ``TraceEnum_ELBO`` with the discrete sites enumerated) fits with ``AutoNormal`` (``L`` diagonal)
 or ``AutoMultivariateNormal`` (``L = diag(sigma) U``, ``U`` unit lower triangular), in the same

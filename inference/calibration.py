@@ -2,7 +2,7 @@
 posterior draws thinned to near-independence, and a test of the ranks' uniformity.
 
 Plain numpy on arrays shaped like the Run contract's posterior, ``(chain, draw, *site_shape)``;
-nothing here runs a model or an engine (:mod:`inference.sbc` simulates, ``zoo.sbc`` runs).
+nothing here runs a model or an engine (:mod:`zoo_inference.sbc` simulates, ``zoo.sbc`` runs).
 
 Ranks are on a fixed scale ``0..L`` (``L`` draws): under a calibrated engine the rank of the
 value the data were simulated from is uniform on those ``L + 1`` values. Draws of a Markov chain

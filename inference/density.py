@@ -8,11 +8,11 @@ order (each one checked against the plain per-chain computation at fresh points 
 used; a form that fails or disagrees is dropped with a warning that says why):
 
 ``compiled``  the ``vmap``-ed value-and-gradient traced once into an aten graph by ``make_fx``
-              (simplified: :mod:`inference.backend.simplify` folds its constants, drops
+              (simplified: :mod:`zoo_inference.backend.simplify` folds its constants, drops
               identities and repeats) and compiled by TorchInductor (needs a C compiler); a
               sampler's whole step (leapfrog, density and bookkeeping) can be fused into one
               compiled graph (:meth:`BatchedDensity.fuse`);
-``traced``    the same graph, run uncompiled: as TorchScript (:func:`inference.backend.script`,
+``traced``    the same graph, run uncompiled: as TorchScript (:func:`zoo_inference.backend.script`,
               run by TorchScript's C++ interpreter: faster a call than the FX
               ``GraphModule``'s Python or ``torch.compile``'s lightest backend, no compiler
               needed: benchmarks/uncompiled_forms.py), or as the ``GraphModule`` where
@@ -235,7 +235,7 @@ class BatchedDensity:
         return self._to_compiled(graph)
 
     def _scripted(self, graph: Fn, probe: torch.Tensor) -> Fn:
-        """The traced graph as TorchScript (:func:`inference.backend.script`); the FX graph
+        """The traced graph as TorchScript (:func:`zoo_inference.backend.script`); the FX graph
         where scripting is off, fails or disagrees."""
         if not scripting():
             return graph
@@ -306,7 +306,7 @@ class BatchedDensity:
         graph fixes them) and ``reuse_outputs``; checked against the eager step at ``args``.
         ``reuse_outputs``: the caller is done with a call's outputs by the call after next, so
         that a compiled step may write into the buffers of two calls before
-        (:func:`inference.backend.reusing`: no allocation a call)."""
+        (:func:`zoo_inference.backend.reusing`: no allocation a call)."""
         if self._graph is None or self.mode not in ("compiled", "traced"):
             return None
         if self.mode == "traced" and not scripting():
@@ -387,7 +387,7 @@ class BatchedDensity:
         """Called by a sampler after each iteration. With ``auto_compile``, once 2% of the run
         (at least 10 iterations) is done and again each time the iterations done double, the
         traced graph is compiled where the run's work so far (the modelled seconds of its graph
-        calls, counted, not timed) says it pays (:func:`inference.backend.policy.
+        calls, counted, not timed) says it pays (:func:`zoo_inference.backend.policy.
         worth_compiling`, priced by :meth:`compile_cost_s`). Asked again because the work an
         iteration changes: NUTS's trees grow as warmup shrinks the step."""
         if not self.auto_compile or self.mode != "traced" or self._graph is None:
@@ -401,7 +401,7 @@ class BatchedDensity:
 
     def compile_cost_s(self) -> float:
         """The seconds a compile of this density's sampler step is expected to take with
-        inductor's cache empty (:func:`inference.backend.policy.compile_cost_s`): the density's
+        inductor's cache empty (:func:`zoo_inference.backend.policy.compile_cost_s`): the density's
         graph and the nodes the step adds (:meth:`expect_step`)."""
         nodes = len(self._graph.graph.nodes) if isinstance(self._graph, torch.fx.GraphModule) else 0
         return policy.compile_cost_s(nodes + self.step_nodes)

@@ -479,7 +479,7 @@ def register_engine(
     replace: bool = False,
 ) -> EngineSpec:
     """Add a generic engine ``fn(ctx, **options)`` that returns a :class:`Run` or, for the
-    runner to package, a :class:`~inference.outputs.Draws`, :class:`Estimate` or
+    runner to package, a :class:`~zoo_inference.outputs.Draws`, :class:`Estimate` or
     :class:`Factors`. ``ctx`` is an :class:`EngineContext` (the model, its guide, the data, the
     model's structure, the seed and whether to show progress); ``options`` are ``fn``'s
     keyword-only parameters with their defaults, checked before any work. ``needs``: what a
@@ -554,7 +554,7 @@ def register_sampler(
     may hold (an ensemble sampler that adapts on its chains together); ``superchain``: chains
     started together at one point, in consecutive groups of this many (nested R-hat);
     ``check(options)``: raises ValueError on options that contradict each other, before any
-    work. A run to an ESS target (``ess=``, see :func:`~inference.samplers.driver.
+    work. A run to an ESS target (``ess=``, see :func:`~zoo_inference.samplers.driver.
     sample_chains`) needs a sampler that can go on: one that takes ``resume=None`` and, given
     the ``Samples.state`` its last call returned (and ``warmup=0``), continues its chains from
     ``theta0`` without adapting again."""

@@ -11,7 +11,7 @@ log-Jacobian part of the density), with L(u) = log p(y, u)::
 The Gaussian is on the unconstrained space: its draws are mapped to each site's support, so a
 positive or simplex-valued site gets a log-normal-like or logistic-normal-like marginal, not a
 Gaussian one. Exact (means, covariance and evidence) for a Gaussian posterior on real sites.
-Everything is computed in float64 from the model's own log density (:mod:`inference.density`).
+Everything is computed in float64 from the model's own log density (:mod:`zoo_inference.density`).
 """
 
 from __future__ import annotations

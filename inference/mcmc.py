@@ -1,21 +1,22 @@
 """Markov chain Monte Carlo runs: a sampler's chains on the model's batched log density
-(:mod:`inference.density`), laid out in groups by the driver (:mod:`inference.samplers.driver`:
-each group seeded from the run's seed and its index, in worker processes when the machine has
-the cores; the nuts chains asynchronous, the ensemble samplers' chains adapting together),
-packaged as a Run (:func:`grouped_run`): discrete sites summed out of the target and recovered
-afterwards, R-hat and ESS, divergences, pointwise log-likelihood. Every sampler engine, the
-zoo's and a user's, is :func:`grouped_run` of a registered sampler
-(:func:`inference.engines.register_sampler`). Pyro's own NUTS stays reachable as the opt-in
-engine ``pyro_nuts`` (:func:`pyro_nuts_engine`), the independent check.
+(:mod:`zoo_inference.density`), laid out in groups by the driver
+(:mod:`zoo_inference.samplers.driver`: each group seeded from the run's seed and its index,
+in worker processes when the machine has the cores; the nuts chains asynchronous, the
+ensemble samplers' chains adapting together), packaged as a Run (:func:`grouped_run`):
+discrete sites summed out of the target and recovered afterwards, R-hat and ESS, divergences,
+pointwise log-likelihood. Every sampler engine, the zoo's and a user's, is
+:func:`grouped_run` of a registered sampler (:func:`zoo_inference.engines.register_sampler`).
+Pyro's own NUTS stays reachable as the opt-in engine ``pyro_nuts`` (:func:`pyro_nuts_engine`),
+the independent check.
 
 Every sampler engine can run to a target instead of a fixed number of draws: ``ess=400``
 warms up once, then draws in blocks until every continuous parameter has a bulk ESS of 400 and
 an R-hat of at most 1.01, or the chains hold ``max_draws`` draws each (default ten times the
 engine's ``num_samples``; given no ``num_samples``, the first block is short and the chains
-at most 8: :func:`~inference.samplers.driver.target_sizes`); the Run's diagnostics say how
+at most 8: :func:`~zoo_inference.samplers.driver.target_sizes`); the Run's diagnostics say how
 many draws it took (``draws_per_chain``, ``blocks``) and why it stopped (``stopped``), and a
 run stopped by the limit warns. With ``init="pathfinder"`` the chains start from draws of a
-Pathfinder run (:mod:`inference.pathfinder`) instead of Uniform(-2, 2) on the unconstrained
+Pathfinder run (:mod:`zoo_inference.pathfinder`) instead of Uniform(-2, 2) on the unconstrained
 space."""
 
 from __future__ import annotations

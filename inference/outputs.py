@@ -1,5 +1,5 @@
 """What a model's reference algorithm returns: plain data, turned into a :class:`Run` by the
-runner (:mod:`inference.reference`). A model module builds one of these and nothing else.
+runner (:mod:`zoo_inference.reference`). A model module builds one of these and nothing else.
 
 - :class:`Estimate`: a point estimate (EM, MAP, ridge), with its objective traces;
 - :class:`Draws`: posterior draws (Gibbs), per chain or as one chain;
@@ -77,7 +77,7 @@ def check_values(
     structure: ModelStructure,
     lead: tuple[str, ...],
 ) -> None:
-    """Raises :class:`~inference.results.ZooError` where what ``engine`` returned (``kind``:
+    """Raises :class:`~zoo_inference.results.ZooError` where what ``engine`` returned (``kind``:
     ``"Draws"``, ``"Estimate"``, ``"Factors"``, ``"Run"``) does not fit the model's sites:
     a name the model has no latent or deterministic site of, an array whose shape is not the
     leading dimensions ``lead`` (``("chain", "draw")``) followed by the site's shape, a

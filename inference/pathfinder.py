@@ -2,7 +2,7 @@
 variational inference", JMLR 23(306)): L-BFGS on -log p, a Gaussian at every iterate, the one
 with the highest ELBO kept, draws of several paths pooled and importance-resampled.
 
-On the samplers' unconstrained space (discrete sites summed out, :mod:`inference.density`):
+On the samplers' unconstrained space (discrete sites summed out, :mod:`zoo_inference.density`):
 
 * one path (the paper's Algorithm 1): L-BFGS from a Uniform(-2, 2) point (Stan's start), its
   inverse Hessian at iterate l the compact form of Byrd, Nocedal & Schnabel (1994) over the

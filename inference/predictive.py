@@ -40,7 +40,7 @@ DISCRETE = "discrete"  # attribute of a posterior_predictive variable: 1 for a d
 
 
 @dataclasses.dataclass
-class Predictive:
+class ReplicatedData:
     """Replicated data sets of the observed sites, each ``(draws, *site_shape)``, the observed
     values and which sites are discrete."""
 
@@ -78,7 +78,7 @@ def replicate(
     draws: int = MAX_DRAWS,
     seed: int = 0,
     max_site_replays: int = MAX_SITE_REPLAYS,
-) -> Predictive | None:
+) -> ReplicatedData | None:
     """Replicated data sets from ``draws`` of ``posterior`` (site -> ``(chain, draw, *shape)``,
     evenly spaced over the flattened chains). Latent sites without draws are drawn from the
     model (discrete sites an engine summed out). None where no check can be made: no observed
@@ -120,7 +120,7 @@ def replicate(
                 if y.shape != site["value"].shape:
                     y = y.expand(site["value"].shape)
                 reps[n].append(y.cpu().numpy())
-    return Predictive(
+    return ReplicatedData(
         replicated={n: np.stack(r) for n, r in reps.items()},
         observed={n: s["value"].detach().cpu().numpy() for n, s in observed.items()},
         discrete={n: bool(s["fn"].support.is_discrete) for n, s in observed.items()},

@@ -1,5 +1,5 @@
 """Model-specific reference engines (``exact``, ``em``, ``gibbs``, ``cavi``, ...): a model's own
-algorithm returns plain data (:mod:`inference.outputs`); this module turns it into a Run.
+algorithm returns plain data (:mod:`zoo_inference.outputs`); this module turns it into a Run.
 
 A reference function is called with the model's keyword arguments (its data) plus keyword-only
 options (the registry binds it so that the function itself names only the parameters it uses),

@@ -26,7 +26,7 @@ EvidenceKind = Literal["exact", "lower_bound", "estimate", "conditional"]
 RunStatus = Literal["ok", "unreliable", "failed"]
 """``ok``; ``unreliable``: the run finished but a diagnostic says its numbers are not to be
 trusted (``Run.reasons`` say which: R-hat above 1.01, divergences, importance weights with Pareto
-k-hat above 0.7, ...; :mod:`inference.verdict`); ``failed``: no numbers (``Run.error`` says
+k-hat above 0.7, ...; :mod:`zoo_inference.verdict`); ``failed``: no numbers (``Run.error`` says
 why)."""
 
 
@@ -76,14 +76,14 @@ class Run:
     What came out: ``idata`` is an ``arviz.InferenceData`` whose ``posterior`` group is named by
     latent sites (and, for a run of posterior draws made by ``zoo.run``, whose
     ``posterior_predictive`` group holds data sets replicated from some of them:
-    :mod:`inference.predictive`); ``summary`` is indexed like ``arviz.summary``; ``diagnostics``
+    :mod:`zoo_inference.predictive`); ``summary`` is indexed like ``arviz.summary``; ``diagnostics``
     holds numbers (always ``wall_time_s``); ``traces`` the named per-iteration traces (``elbo``,
     ``log_likelihood``). ``kind`` says what the posterior group holds and ``conditional_on``
     which sites were held fixed; ``closed_form`` that the run was given as distributions (exact
     posterior, CAVI factors, a Laplace approximation), so its summary holds their exact moments,
     free of Monte-Carlo noise. ``status`` is ``ok``, ``unreliable`` (numbers present but not to
     be trusted: ``reasons`` say why, ``caveat`` is them in one line) or ``failed`` (``error``
-    set, ``reasons`` holding it, ``idata`` None): the one verdict of :mod:`inference.verdict`,
+    set, ``reasons`` holding it, ``idata`` None): the one verdict of :mod:`zoo_inference.verdict`,
     which the runner gives every Run it returns (an engine may set ``unreliable`` and its
     ``caveat`` itself: the verdict keeps it as the first reason).
     ``warnings``: what the engine's libraries warned while a report ran it.
@@ -273,7 +273,7 @@ class Comparison:
     """Runs of several engines on one model, and their table against the truth: ``table``, one
     row per parameter and engine (index ``(parameter, engine)``, columns ``mean``, ``sd``,
     ``error_in_sds``; the truth's row first), and ``table_wide``, one row per parameter
-    (columns ``(truth|engine, mean|sd|error_in_sds)``); see :mod:`inference.accuracy`. A model
+    (columns ``(truth|engine, mean|sd|error_in_sds)``); see :mod:`zoo_inference.accuracy`. A model
     without a truth is compared against ``reference``, the run a report measures accuracy
     against (the converged MCMC run with most effective draws), when there is one.
 

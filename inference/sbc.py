@@ -4,11 +4,11 @@ For each replication: draw every latent site from the prior and the observations
 model, on its data's shapes: :func:`simulate`), run an engine on the simulated data, and rank
 each true value (each scalar element of each continuous latent site) among the posterior draws
 thinned to near-independence (:func:`rank`, with the statistics of
-:mod:`inference.calibration`). A calibrated engine gives uniform ranks; a posterior too narrow
+:mod:`zoo_inference.calibration`). A calibrated engine gives uniform ranks; a posterior too narrow
 piles them at both ends, one too wide in the middle, a biased one at one end.
 :class:`Calibration` holds the ranks of every replication and the verdict. Which model, engine
 and options, and where replications run, is the caller's (``zoo.sbc``); the pages are
-:mod:`reports.sbc`'s.
+:mod:`zoo_reports.sbc`'s.
 """
 
 from __future__ import annotations

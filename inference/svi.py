@@ -48,7 +48,7 @@ def make_elbo(
     minibatches: bool = False,
 ) -> pyro.infer.ELBO:
     """ELBO by name: ``muprop`` is the score-function gradient with MuProp's control variate
-    (discrete guide sites; :class:`~inference.algorithms.muprop.MuPropELBO`), ``iwae`` is the
+    (discrete guide sites; :class:`~zoo_inference.algorithms.muprop.MuPropELBO`), ``iwae`` is the
     importance-weighted bound (Rényi alpha=0), ``renyi`` has alpha=0.5, both right under data
     subsampling (:class:`SubsampledRenyiELBO`); with ``minibatches`` (the data subsampled)
     their particles are vectorised, so that they share one minibatch."""
@@ -135,10 +135,10 @@ def fit_guide(
 ) -> FittedGuide:
     """Fit the model's own guide or an autoguide; discrete sites the guide does not sample are
     enumerated in the model (``elbo="enum"``, the default then). ``subsample_size``: minibatches
-    of the plates (:class:`~inference.optim.Subsample`), for the model's own guide only.
+    of the plates (:class:`~zoo_inference.optim.Subsample`), for the model's own guide only.
     ``jit``: Pyro's JIT-compiled ELBO (True), the plain one (False), or (None) the JIT one where
     it has one and it agrees with the plain one at two fresh random states
-    (:func:`~inference.optim.jit_disagrees`; several times faster a fit, the check included),
+    (:func:`~zoo_inference.optim.jit_disagrees`; several times faster a fit, the check included),
     else the plain one."""
     s = ctx.structure
     guide_name = guide or ("model" if ctx.guide is not None else "normal")
@@ -207,7 +207,7 @@ def weighted_draws(
 
 
 def batched_backend(ctx: EngineContext, guide: str | None, elbo: str | None) -> str | None:
-    """None if the zoo's batched ADVI (:mod:`inference.advi`) fits this guide and ELBO, else why
+    """None if the zoo's batched ADVI (:mod:`zoo_inference.advi`) fits this guide and ELBO, else why
     not (then Pyro's SVI does)."""
     name = guide or ("model" if ctx.guide is not None else "normal")
     if name not in FAMILIES:

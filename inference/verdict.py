@@ -19,7 +19,7 @@ from .results import Run
 
 # A run is ``ok`` only when its own diagnostics say its numbers can be used; any one of these
 # makes it ``unreliable`` (the reason in words beside it). An engine may already have set
-# ``unreliable`` itself (importance weights, ``inference.importance``): its caveat is the first
+# ``unreliable`` itself (importance weights, ``zoo_inference.importance``): its caveat is the first
 # reason, and no check upgrades a status.
 MAX_R_HAT = 1.01  # rank-normalised split R-hat (Vehtari et al. 2021): above, the chains disagree
 MIN_ESS = 100.0  # bulk ESS of the worst parameter (and the importance weights' ESS): below, the

@@ -7,8 +7,8 @@ Every figure reads only the Run contract: posterior draws from ``run.idata.poste
 trace from ``traces["elbo"]``, an EM trace from ``traces["log_likelihood"]`` and MCMC
 chains from runs whose InferenceData has ``sample_stats``, and the posterior predictive check
 from its ``posterior_predictive`` group (drawn when the run was made): no figure runs a model.
-Model-specific figures are :mod:`reports.model_figures`'s; the forest plot, the predictive
-check, the LOO/WAIC table and the rendered math are :mod:`reports.extras`'s.
+Model-specific figures are :mod:`zoo_reports.model_figures`'s; the forest plot, the predictive
+check, the LOO/WAIC table and the rendered math are :mod:`zoo_reports.extras`'s.
 """
 
 from __future__ import annotations

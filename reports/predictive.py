@@ -1,6 +1,6 @@
 """The posterior predictive check: the data against the data sets replicated from a run's
 posterior draws (its InferenceData's ``posterior_predictive`` group, drawn when the run was made
-by :mod:`inference.predictive`)."""
+by :mod:`zoo_inference.predictive`)."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def ppc_engine(cmp: Comparison) -> str | None:
 
 def replicates_of(run: Run) -> list[Replicates] | None:
     """The run's replicated data sets (its InferenceData's ``posterior_predictive``, made by
-    :mod:`inference.predictive`) beside the observed values; None where the run has none.
+    :mod:`zoo_inference.predictive`) beside the observed values; None where the run has none.
     Observed sites named ``x_0 .. x_T`` (one per step of a sequence) are pooled into one; at
     most ``MAX_PPC_SITES`` groups are kept."""
     if run.idata is None or "posterior_predictive" not in run.idata.groups():
@@ -178,7 +178,7 @@ def _ppc_panel(ax: Any, rep: Replicates, color: str) -> None:
 def ppc_figure(cmp: Comparison, colors: Mapping[str, str]) -> FigureImage | None:
     """Posterior predictive check: the data's distribution against data sets replicated from
     the best run's posterior draws (``exact``, else ``nuts``, else MCMC); None where that run
-    has no posterior-predictive draws (see :func:`inference.predictive.replicate`)."""
+    has no posterior-predictive draws (see :func:`zoo_inference.predictive.replicate`)."""
     engine = ppc_engine(cmp)
     if engine is None:
         return None

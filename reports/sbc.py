@@ -1,4 +1,4 @@
-"""Pages of simulation-based calibration results (:class:`inference.sbc.Calibration`): ECDF
+"""Pages of simulation-based calibration results (:class:`zoo_inference.sbc.Calibration`): ECDF
 and rank-histogram figures, one page per model and engine (HTML, Markdown, JSON, CSV of the
 ranks) and the index of every result in a folder. Text only: the caller writes the files."""
 

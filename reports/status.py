@@ -1,5 +1,5 @@
 """A failed run's error explained in words. The status a report shows is the run's own
-(``run.status``, ``run.reasons``: the one verdict of :mod:`inference.verdict`)."""
+(``run.status``, ``run.reasons``: the one verdict of :mod:`zoo_inference.verdict`)."""
 
 from __future__ import annotations
 

@@ -40,7 +40,7 @@ def _engine_order(models: Sequence[Mapping[str, Any]], generic: Sequence[str]) -
 
 def zoo_findings(models: Sequence[Mapping[str, Any]], generic: Sequence[str] = ()) -> list[Finding]:
     """Where each engine wins and fails across the zoo, from the models' index lines
-    (``reports.model_summary``): one line per engine (agreement with the truth, sds under- or
+    (``zoo_reports.model_summary``): one line per engine (agreement with the truth, sds under- or
     over-estimated, means off, unreliable runs and why, failures), then which engine is the
     fastest that agrees with the truth and which has the most effective draws per second.
     ``generic`` orders the engines (the rest follow by name)."""

@@ -89,7 +89,7 @@ def execute(p: Prepared, *, predictive: bool = True) -> Run:
     random state and parameter store are restored. The Run returned is built here with what
     was run (model, engine, options, seed, data) and, with ``predictive``, posterior-predictive
     draws (after the timing, in the run's parameter store: an extra of the run), and its one
-    verdict (:func:`~inference.verdict.judged`: ``status``, ``reasons``, ``caveat``), which
+    verdict (:func:`~zoo_inference.verdict.judged`: ``status``, ``reasons``, ``caveat``), which
     every reader of the Run shows as it is."""
     entry, spec = p.entry, p.entry.engine_spec(p.engine)
     start = time.perf_counter()

@@ -3,9 +3,9 @@
 
 For each replication: simulate data from the registered model's prior on its bundled data's
 shapes, run the engine on them through the same path as ``zoo.run``, and rank the true values
-among the posterior draws (:mod:`inference.sbc` simulates, ranks and judges; :mod:`reports.sbc`
-renders the pages). For ``svi`` the draws are the fitted guide's: the calibration of a
-variational fit.
+among the posterior draws (:mod:`zoo_inference.sbc` simulates, ranks and judges;
+:mod:`zoo_reports.sbc` renders the pages). For ``svi`` the draws are the fitted guide's: the
+calibration of a variational fit.
 
 Replications are independent: they run on the report sweep's executor (worker processes, or a
 Dask cluster with ``scheduler``). Each is seeded from ``(seed, rep)``, so a result does not
@@ -57,14 +57,14 @@ SBC_BUDGETS: dict[str, dict[str, Any]] = {
 
 
 class SBCResult(calibration.Calibration):
-    """:class:`inference.sbc.Calibration` (ranks, p-values, verdict, findings) with its pages."""
+    """:class:`zoo_inference.sbc.Calibration` (ranks, p-values, verdict, findings), its pages."""
 
     def figures(self, limit: int = pages.MAX_PANELS) -> list[FigureImage]:
-        """ECDF-difference plots and rank histograms (:func:`reports.sbc.figures`)."""
+        """ECDF-difference plots and rank histograms (:func:`zoo_reports.sbc.figures`)."""
         return pages.figures(self, limit)
 
     def page(self, *, generated: str | None = None) -> dict[str, str]:
-        """The result's files as ``{filename: text}`` (:func:`reports.sbc.page`)."""
+        """The result's files as ``{filename: text}`` (:func:`zoo_reports.sbc.page`)."""
         return pages.page(self, generated=generated)
 
     def write(self, out: str | Path) -> Path:
@@ -78,7 +78,7 @@ class SBCResult(calibration.Calibration):
 
 def simulate(entry: ModelEntry, seed: int) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
     """One draw from the model's joint prior on its bundled data's shapes: ``(data, truth)``
-    (:func:`inference.sbc.simulate`)."""
+    (:func:`zoo_inference.sbc.simulate`)."""
     return calibration.simulate(
         entry.model,
         entry.load_data(),
@@ -136,7 +136,7 @@ def batchable(entry: ModelEntry, engine: str, options: Mapping[str, Any]) -> boo
 def _run_batched(
     entry: ModelEntry, tasks: Sequence[Task], workers: int, progress: bool | str
 ) -> list[Outcome]:
-    """Every replication at once (:func:`inference.sbc.sample_batched`), in ``workers`` forked
+    """Every replication at once (:func:`zoo_inference.sbc.sample_batched`), in ``workers`` forked
     groups, and each replication's chains ranked as its own run. The sampler's seed comes from
     the SBC's seed; the ranks' tie-breaking from each replication's seeds, as in the one-by-one
     path."""

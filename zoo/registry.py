@@ -409,8 +409,8 @@ def register(
     ``data``: a dict of keyword arguments for the model, or a function ``seed -> dict``.
     ``guide``, ``ground_truth`` (``-> GroundTruth``), ``posterior`` (``-> ({site: distribution},
     log_evidence)``) and ``references`` (engine name -> function with keyword-only options,
-    returning plain data, see :mod:`inference.outputs`) take only the model parameters they name;
-    the model's defaults fill in what the data leaves out. ``engines`` restricts the generic
+    returning plain data, see :mod:`zoo_inference.outputs`) take only the model parameters they
+    name; the model's defaults fill in what the data leaves out. ``engines`` restricts the generic
     engines (default: every one that applies). ``variants`` names a generic engine with fixed
     options as an engine of its own, so one comparison can hold several
     (``{"svi_fullrank": ("svi", {"guide": "mvn"})}``); a third element fixes model arguments,

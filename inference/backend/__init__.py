@@ -1,13 +1,13 @@
 """The compiler behind one door: everything of the zoo that touches torch's or Pyro's private
 internals or TorchScript. Nothing outside this package uses them.
 
-- :mod:`~inference.backend.tracing`: ``make_fx`` in one fake mode, failed factorisations as NaN;
-- :mod:`~inference.backend.simplify`: the traced graph's constant folding, identities, repeats;
-- :mod:`~inference.backend.compile`: TorchInductor, buffer reuse in its code, TorchScript;
-- :mod:`~inference.backend.contraction`: the log-einsum in Pyro's contraction, its model factors;
-- :mod:`~inference.backend.potential`: Pyro's potential on per-chain data;
-- :mod:`~inference.backend.policy`: when compiling a run pays;
-- :mod:`~inference.backend.versions`: the versions each private path was verified on. Outside
+- :mod:`~zoo_inference.backend.tracing`: ``make_fx`` in one fake mode, failed factorisations as NaN;
+- :mod:`~zoo_inference.backend.simplify`: the traced graph's constant folding, identities, repeats;
+- :mod:`~zoo_inference.backend.compile`: TorchInductor, buffer reuse in its code, TorchScript;
+- :mod:`~zoo_inference.backend.contraction`: the log-einsum in Pyro's contraction, its factors;
+- :mod:`~zoo_inference.backend.potential`: Pyro's potential on per-chain data;
+- :mod:`~zoo_inference.backend.policy`: when compiling a run pays;
+- :mod:`~zoo_inference.backend.versions`: the versions each private path was verified on. Outside
   them a path falls back to a public form (the FX graph, the eager density, Pyro's own
   contraction), tested to give the same values (``tests/test_backend.py``).
 """

@@ -136,7 +136,7 @@ def reusing(compiled: Callable[..., Any]) -> Callable[..., tuple[torch.Tensor, .
     with its allocations answered from the buffers it made two calls before, with the same views
     of them: 21 us a call. Its outputs are those buffers, so a caller must be done with a call's
     outputs by the call after next (a sampler's state, passed from one step to the next, is).
-    :meth:`inference.density.BatchedDensity.fuse` checks what it computes."""
+    :meth:`zoo_inference.density.BatchedDensity.fuse` checks what it computes."""
     if not BUFFER_REUSE.usable():
         return None
     module_call = getattr(compiled, "current_callable", None)

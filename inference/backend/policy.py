@@ -1,5 +1,5 @@
 """When a traced density (and the sampler step fused through it) is compiled: the rule of
-:meth:`inference.density.BatchedDensity.tick` (:func:`worth_compiling`) and its constants.
+:meth:`zoo_inference.density.BatchedDensity.tick` (:func:`worth_compiling`) and its constants.
 
 The rule reads counts, never the wall clock, so that the same call takes the same path (and
 gives the same draws) on a quiet or a busy machine, in a worker, twice in one process. A run

@@ -22,9 +22,9 @@ that lead to it) and nothing that reads such storage, so every call still gets f
 where the graph mutates it; a value the graph returns is computed on each call (from folded
 inputs), so a caller never holds the graph's own constant. The result computes the same
 numbers up to the rounding of the constants' order of operations (and the sign of a zero:
-``x + 0``); :class:`inference.density.BatchedDensity` checks it against the model's eager
+``x + 0``); :class:`zoo_inference.density.BatchedDensity` checks it against the model's eager
 density at fresh points before using it, as it checks every form. Where torch is outside the
-versions this was verified on (:data:`inference.backend.versions.SIMPLIFY`), the graph is left
+versions this was verified on (:data:`zoo_inference.backend.versions.SIMPLIFY`), the graph is left
 as traced.
 """
 

@@ -1,6 +1,6 @@
 """Tracing a function of tensors into an aten graph (``make_fx``) and the rewrites the density's
 graph gets before it runs: failed factorisations as NaN here, constant folding and the rest in
-:mod:`inference.backend.simplify`."""
+:mod:`zoo_inference.backend.simplify`."""
 
 from __future__ import annotations
 

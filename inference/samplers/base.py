@@ -1,7 +1,8 @@
 """What a kernel takes and gives back: the batched log density (:data:`Density`), the draws
 (:class:`Samples`) and the loop hook (:class:`Loop`) through which it declares its steps and
 reports its iterations. Nothing here knows about compiling: :class:`Loop` runs a step as
-written; the driver's hook (:class:`inference.samplers.driver.DrivenLoop`) may run it compiled."""
+written; the driver's hook (:class:`zoo_inference.samplers.driver.DrivenLoop`) may run it
+compiled."""
 
 from __future__ import annotations
 

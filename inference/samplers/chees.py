@@ -1,6 +1,6 @@
 """ChEES-HMC (Hoffman, Radul & Sountsov 2021): all chains share one step size (dual averaging
 on the harmonic mean of the acceptance probabilities) and one trajectory length (Adam on the
-ChEES criterion, :mod:`~inference.samplers.trajectory`), the step count jittered by a Halton
+ChEES criterion, :mod:`~zoo_inference.samplers.trajectory`), the step count jittered by a Halton
 sequence, and one mass matrix for all chains (their within-chain variances, averaged)."""
 
 from __future__ import annotations
@@ -38,20 +38,20 @@ def chees(
     """ChEES-HMC: one step size and one trajectory length T for all chains, adapted in warmup;
     each draw integrates for ``2 u T`` (``u`` from a Halton sequence) with the Metropolis
     correction. Warmup: dual averaging of the step size on the harmonic mean of the chains'
-    acceptance probabilities; T by :class:`~inference.samplers.trajectory.TrajectoryLength`; a
+    acceptance probabilities; T by :class:`~zoo_inference.samplers.trajectory.TrajectoryLength`; a
     diagonal mass matrix shared by the chains (their within-chain variances over each of
     Stan's warmup windows, averaged), then the step size found afresh. ``dense_mass``: the same
     pooled estimate as a full covariance (``None``: dense up to
-    :data:`~inference.samplers.metric.DENSE_MAX_DIM` dimensions). ``metric``: ``"diag"``,
+    :data:`~zoo_inference.samplers.metric.DENSE_MAX_DIM` dimensions). ``metric``: ``"diag"``,
     ``"dense"`` or ``"low_rank"`` (nutpie's estimate,
-    :func:`~inference.samplers.metric.low_rank_metric`, from the window's draws and gradients,
+    :func:`~zoo_inference.samplers.metric.low_rank_metric`, from the window's draws and gradients,
     each chain's centred on its own means, pooled); None: as ``dense_mass`` says, which must be
     left at its default or agree with ``metric``. ``criterion``: what T's adaptation maximises,
     ``"chees"`` (the ChEES criterion) or ``"chees_per_grad"`` (ChEES per gradient, as fun_mc's
     ``chees_per_grad_criterion``: shorter trajectories where ChEES gains little from long ones).
 
     At each window's end a chain stuck far below the others
-    (:func:`~inference.samplers.trajectory.stuck_chains`) is restarted where a chain that is not
+    (:func:`~zoo_inference.samplers.trajectory.stuck_chains`) is restarted where a chain that is not
     stuck is, and its window is left out of the metric: one step size and one T for every
     chain cannot suit a narrow basin and the posterior at once (gaussian_mixture's chains in a
     one-wide-component basin held the shared step size down). Warmup only, so the draws keep their

@@ -1,14 +1,14 @@
 """The one owner of the samplers' loops: it lays the chains out in groups (worker processes,
 seeds), builds each group's batched density, runs a kernel on it, shows progress, and decides
 with the density whether and how a kernel's declared steps are compiled. A kernel knows none
-of this: it gets a :class:`DrivenLoop` (:class:`~inference.samplers.base.Loop`'s form that
+of this: it gets a :class:`DrivenLoop` (:class:`~zoo_inference.samplers.base.Loop`'s form that
 asks the density) from :func:`as_sampler`'s wrapper.
 
 What the driver asks of a density, where it has them (a plain callable has none, and its
 kernels' steps run as written): ``fuse`` (a step as one compiled or scripted graph, see
 :class:`Step`), ``expect_step`` (what a compile of the step costs), ``tick`` and
 ``restart_pace`` (the run's pace, from which the density decides to compile mid-run), ``mode``;
-and in :func:`sample_chains`, :class:`~inference.density.BatchedDensity`'s ``start_run``,
+and in :func:`sample_chains`, :class:`~zoo_inference.density.BatchedDensity`'s ``start_run``,
 ``generator``, ``initial_points``, ``constrain`` and ``compile_s``."""
 
 from __future__ import annotations
@@ -43,14 +43,14 @@ Sampler = Callable[..., Samples]
 class Step:
     """A sampler's step ``fn(density, *tensors) -> tensors``, written without Python branches on
     values: run as one graph through the density where the density offers it (``density.fuse``
-    of :class:`inference.density.BatchedDensity`: compiled, or TorchScript where the density is
+    of :class:`zoo_inference.density.BatchedDensity`: compiled, or TorchScript where the density is
     traced), else eagerly, calling the density (``eager``: a form of ``fn`` that may skip work
     by branching on values, with the same results). A step's arguments keep their shapes and
     dtypes from call to call (one sampler run), so its fused form, once there, is looked up
     again only when the density's mode changes (a traced density compiled mid-run).
     ``reuse_outputs``: the caller is done with a call's outputs by the call after next (a
     sampler's state passed on from step to step), so a compiled step may write into the buffers
-    of two calls before (see :meth:`inference.density.BatchedDensity.fuse`)."""
+    of two calls before (see :meth:`zoo_inference.density.BatchedDensity.fuse`)."""
 
     def __init__(
         self,
@@ -181,7 +181,8 @@ def chain_seed(seed: int, chain: int) -> int:
 class Sampled:
     """The chains of a batched sampler run: constrained draws ``site -> (chains, draws, *shape)``,
     per-draw statistics ``(chains, draws)``, the flat unconstrained draws, each group's
-    :class:`~inference.samplers.base.Samples` and, for a run to an ESS target, how it stopped."""
+    :class:`~zoo_inference.samplers.base.Samples` and, for a run to an ESS target, how it
+    stopped."""
 
     posterior: dict[str, np.ndarray]
     stats: dict[str, np.ndarray]
@@ -238,7 +239,7 @@ def sample_chains(
     numbers either way; the layout, not the processes, fixes the numbers). On a GPU
     (``device="cuda"``) all chains are one group, every tensor of the run on the device.
     ``batch``: per-chain data (``(num_chains, *shape)`` per batched argument; see
-    :class:`~inference.density.BatchedDensity`), each group taking its chains' rows.
+    :class:`~zoo_inference.density.BatchedDensity`), each group taking its chains' rows.
 
     ``ess``: after ``warmup`` and ``num_samples`` draws a chain, the chains go on drawing (the
     sampler's ``resume``, no new warmup) in blocks sized from the ESS so far, until the least
@@ -247,8 +248,8 @@ def sample_chains(
     :data:`MAX_DRAWS_FACTOR` times ``num_samples``); :attr:`Sampled.stopping` says which.
 
     ``init``: where the chains start: None, Uniform(-2, 2) on the unconstrained space
-    (:meth:`~inference.density.BatchedDensity.initial_points`); ``"pathfinder"``, draws of one
-    multi-path Pathfinder run a chain group (:func:`inference.pathfinder.initial_points`)."""
+    (:meth:`~zoo_inference.density.BatchedDensity.initial_points`); ``"pathfinder"``, draws of one
+    multi-path Pathfinder run a chain group (:func:`zoo_inference.pathfinder.initial_points`)."""
     if init not in INITS:
         raise ZooError(f"option 'init' must be one of {list(INITS)}, got {init!r}")
     if init == "pathfinder" and batch:

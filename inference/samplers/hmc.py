@@ -1,6 +1,6 @@
 """Static HMC: each draw integrates for a jittered time around a fixed mean, in lockstep, with a
 Metropolis correction (:func:`transition`, which ChEES shares); adapted by Stan's windowed
-warmup (:func:`~inference.samplers.windows.adapted_chains`)."""
+warmup (:func:`~zoo_inference.samplers.windows.adapted_chains`)."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ def hmc(
     near the mirror image of the last, so the draws anti-correlate (bulk ESS above the draws)
     while their distance from the centre stays put, and the folded R-hat saw it. In the quick
     report, fixed: R-hat 1.010-1.022 with bulk ESS 2347-6602 from 2000 draws on 7 models.
-    ``resume``: a previous run's :attr:`Samples.state` (see :func:`~inference.samplers.windows.
+    ``resume``: a previous run's :attr:`Samples.state` (see :func:`~zoo_inference.samplers.windows.
     adapted_chains`)."""
     # each call's outputs are the next call's inputs; the last are read before the next draw
     leap = loop.step(masked_leapfrog, reuse_outputs=True)
@@ -74,7 +74,7 @@ def transition(
 ) -> tuple:
     """``n_steps`` (per chain, rounded up, capped at ``max_steps``) leapfrog steps and a
     Metropolis correction, every chain at once (a chain whose steps are done waits, masked).
-    ``leap``: the declared :func:`~inference.samplers.integrator.masked_leapfrog` step. Returns
+    ``leap``: the declared :func:`~zoo_inference.samplers.integrator.masked_leapfrog` step. Returns
     the new ``q, logp, grad``, the statistics, the density calls, and the proposal and its
     momentum (for ChEES)."""
     B, D = q.shape

@@ -1,5 +1,5 @@
 """Hamiltonian dynamics for every chain at once: velocities and kinetic energy under a metric
-(:mod:`~inference.samplers.metric`), fresh momenta, and the leapfrog (velocity Verlet) step,
+(:mod:`~zoo_inference.samplers.metric`), fresh momenta, and the leapfrog (velocity Verlet) step,
 plain or masked to the chains still moving."""
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ def kinetic(p: torch.Tensor, inv_mass: torch.Tensor) -> torch.Tensor:
 
 def draw_momenta(z: torch.Tensor, factor: torch.Tensor) -> torch.Tensor:
     """Momenta from standard normals ``z`` (chains, D) and
-    :func:`~inference.samplers.metric.momentum_map`'s ``factor``."""
+    :func:`~zoo_inference.samplers.metric.momentum_map`'s ``factor``."""
     if factor.dim() > z.dim():
         return torch.matmul(factor, z.unsqueeze(-1)).squeeze(-1)
     return z / factor
@@ -67,7 +67,7 @@ def masked_leapfrog(
     live: torch.Tensor,
 ) -> tuple[torch.Tensor, ...]:
     """A leapfrog step for the ``live`` chains; the others keep their state. A step
-    (:meth:`~inference.samplers.base.Loop.step`): ``(q, p, grad, logp)`` in and out."""
+    (:meth:`~zoo_inference.samplers.base.Loop.step`): ``(q, p, grad, logp)`` in and out."""
     nq, np_, nlp, ng = leapfrog(density, q, p, grad, eps, inv_mass)
     lv = live[:, None]
     return (

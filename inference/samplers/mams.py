@@ -60,7 +60,7 @@ def isokinetic_leapfrog(
 ) -> tuple[torch.Tensor, ...]:
     """One leapfrog step (half velocity update, position, half velocity update) of every chain
     in the coordinates ``q / sigma``; ``kinetic`` accumulates the kinetic energy's change.
-    A step (:meth:`~inference.samplers.base.Loop.step`): ``(q, u, grad, logp, kinetic)``."""
+    A step (:meth:`~zoo_inference.samplers.base.Loop.step`): ``(q, u, grad, logp, kinetic)``."""
     u, k1 = esh_update(u, grad * sigma, 0.5 * eps)
     q = q + eps * u * sigma
     logp, grad = density(q)

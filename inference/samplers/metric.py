@@ -176,7 +176,7 @@ def initial_metric(B: int, D: int, dense_mass: bool | None, dtype: torch.dtype) 
 
 def momentum_map(inv_mass: torch.Tensor) -> torch.Tensor:
     """What turns standard normals ``z`` into momenta ``p ~ N(0, M)``
-    (:func:`~inference.samplers.integrator.draw_momenta`): the diagonal's square roots (``p = z
+    (:func:`~zoo_inference.samplers.integrator.draw_momenta`): the diagonal's square roots (``p = z
     / s``), or for a dense ``M^-1 = L L^T`` the matrix ``L^-T`` (``p = L^-T z``, whose
     covariance is ``(L L^T)^-1``)."""
     if inv_mass.dim() == 3:

@@ -1,6 +1,6 @@
 """The No-U-Turn sampler (Hoffman & Gelman 2014) in its multinomial form with iterative tree
 doubling (Betancourt 2017; as Stan and NumPyro build it), the chains asynchronous: each call of
-the density takes one leapfrog step in every chain's own tree (:func:`~inference.samplers.
+the density takes one leapfrog step in every chain's own tree (:func:`~zoo_inference.samplers.
 nuts_tree.tree_step`), and no chain waits for another's. Per-chain step size by dual averaging
 and per-chain mass matrix by Stan's windowed warmup, each chain on its own clock."""
 
@@ -52,12 +52,12 @@ def nuts_sample(
     asynchronous: each density call takes one leapfrog step in every chain's own tree, and a
     chain whose tree ends emits its draw and starts the next tree in the same call (in
     lockstep, every chain would wait for the longest tree of the batch). Warmup is Stan's, per
-    chain (:class:`~inference.samplers.windows.PerChainAdaptation`). Each chain follows the
+    chain (:class:`~zoo_inference.samplers.windows.PerChainAdaptation`). Each chain follows the
     sequential sampler; only the order of the random numbers differs. Returns the draws
     (chains, num_samples, D), their statistics, the number of density calls (the step-size
     heuristic's included), the final step sizes and the final metric. ``loop``: the driver's
     hook (default: the step runs as written). ``metric``: the kind warmup adapts (one of
-    :data:`~inference.samplers.metric.METRICS`; None: dense or diagonal as ``inv_mass`` is)."""
+    :data:`~zoo_inference.samplers.metric.METRICS`; None: dense or diagonal as ``inv_mass`` is)."""
     loop = loop or Loop(density)
     B, D = q.shape
     dtype = q.dtype
@@ -164,13 +164,13 @@ def nuts(
     sampling alike (:func:`nuts_sample`): each chain's step size by dual averaging and its
     mass matrix re-estimated at the ends of Stan's windows, on its own clock: Stan's
     ``diag_e``, or with ``dense_mass`` its ``dense_e``
-    (:func:`~inference.samplers.metric.per_chain_metric`; ``None``: dense up to
-    :data:`~inference.samplers.metric.DENSE_MAX_DIM` dimensions). Diagonal by default, as in
+    (:func:`~zoo_inference.samplers.metric.per_chain_metric`; ``None``: dense up to
+    :data:`~zoo_inference.samplers.metric.DENSE_MAX_DIM` dimensions). Diagonal by default, as in
     Stan: estimated from one chain's window, a dense metric pays only where the posterior is
     correlated (linear_regression asks for it) and costs leapfrog steps elsewhere.
     ``metric``: ``"diag"``, ``"dense"`` or ``"low_rank"`` (nutpie's low-rank-plus-diagonal
     estimate from each window's draws and gradients,
-    :func:`~inference.samplers.metric.low_rank_metric`); None: as ``dense_mass`` says, which
+    :func:`~zoo_inference.samplers.metric.low_rank_metric`); None: as ``dense_mass`` says, which
     must be left at its default or agree with ``metric``.
 
     ``resume``: a previous run's :attr:`Samples.state` (its step sizes and metrics): no

@@ -1,7 +1,7 @@
 """NUTS's step: one leapfrog step in every chain's own tree and the tree's bookkeeping
 (multinomial sampling, U-turn checks at Betancourt's checkpoints, subtree merges, a finished
 tree's draw and the next tree), branch-free so that the driver may run it as one compiled graph
-(:func:`tree_step`). The loop around it, and warmup, are :mod:`inference.samplers.nuts`'s."""
+(:func:`tree_step`). The loop around it, and warmup, are :mod:`zoo_inference.samplers.nuts`'s."""
 
 from __future__ import annotations
 
@@ -131,7 +131,7 @@ def checkpoint_masks(max_depth: int) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.stack(write), torch.stack(check)
 
 
-# The state of every chain in the asynchronous sampler (:mod:`inference.samplers.nuts`): the
+# The state of every chain in the asynchronous sampler (:mod:`zoo_inference.samplers.nuts`): the
 # current draw (q, lp, g) and the initial energy h0; the tree's left and right edges (position,
 # momentum, gradient, log density), its proposal, log weight and momentum sum; its depth, the
 # subtree's leaf index n and direction; the subtree's edge (c*) and its own weight, momentum

@@ -116,7 +116,7 @@ class PerChainAdaptation:
     chain emitted a warmup draw), its mass matrix re-estimated from its own draws at the end of
     each of Stan's windows (then the step-size heuristic and a restart), its final step size
     the dual average's. ``kind``: the metric, one of
-    :data:`~inference.samplers.metric.METRICS` (a low-rank one keeps the draws' gradients too;
+    :data:`~zoo_inference.samplers.metric.METRICS` (a low-rank one keeps the draws' gradients too;
     None: dense or diagonal as the metric it is given is)."""
 
     def __init__(

@@ -83,7 +83,7 @@ AMORTISED_SVI: dict[str, Any] = {
 
 
 def digits(seed: int = 0) -> dict[str, torch.Tensor]:
-    """scikit-learn's 8x8 digits, pixels in [0, 1] (``datasets.load_digits_split``): 1500
+    """scikit-learn's 8x8 digits, pixels in [0, 1] (``zoo_datasets.load_digits_split``): 1500
     training images ``x`` and the 297 fixed held-out images ``x_test``. The split is fixed;
     ``seed`` is ignored."""
     d = load_digits_split()
@@ -222,7 +222,7 @@ def vae(
     - ``svi``: Trace_ELBO, the seed's estimator A (001 eq 152): log p(x, z) - log q(z | x) at
       one draw z;
     - ``svi_meanfield``: TraceMeanField_ELBO, estimator B (001 eq 153): the KL term in closed
-      form (eq 168, ``inference.algorithms.evaluation.gaussian_kl``) plus one draw of
+      form (eq 168, ``zoo_inference.algorithms.evaluation.gaussian_kl``) plus one draw of
       log p(x | z);
     - ``svi_iwae``: the importance-weighted bound L_K = E log (1/K) sum_k p(x, z_k)/q(z_k | x),
       K = 5 (Burda et al. 2016; named by 002 §20.1.4, RenyiELBO with alpha = 0), tighter than
@@ -232,7 +232,7 @@ def vae(
     Bayes (001 §3.3, eqs 155–162): the decoder's 17664 weights theta become one global latent
     site with the prior N(0, I) (the seed's p_alpha(theta)) and a mean-field posterior
     q(theta) = N(m, diag s^2) in the guide beside the amortised encoder
-    (:mod:`inference.algorithms.bayes_nn`; m starts at a freshly built decoder's weights, s at
+    (:mod:`zoo_inference.algorithms.bayes_nn`; m starts at a freshly built decoder's weights, s at
     0.01). Its ELBO is eq 160, N (log p(x | z, theta) + log p(z) - log q(z | x)) + log p(theta)
     - log q(theta), with both KL terms in closed form (TraceMeanField_ELBO, eq 162): the
     weights' KL is counted once a step, the data terms carry the minibatch's N/B. Its held-out

@@ -168,7 +168,7 @@ def discrete_vae(
     - ``muprop`` (``svi_muprop``): MuProp (Gu et al. 2016; L1086–1092), the score-function
       estimator minus the first-order Taylor expansion of f around the mean field mu = E_q z,
       b(z) = f(mu) + f'(mu)^T (z - mu), plus that control variate's expectation's gradient
-      f'(mu)^T grad mu(phi) (:class:`~inference.algorithms.muprop.MuPropELBO`); z is one-hot
+      f'(mu)^T grad mu(phi) (:class:`~zoo_inference.algorithms.muprop.MuPropELBO`); z is one-hot
       (OneHotCategorical) so the model can score the mean field, a probability vector, with
       its log densities extended linearly; unbiased (tests/test_muprop.py checks it against
       enumeration);
@@ -385,7 +385,7 @@ def gradient_study(
 ) -> dict[str, float | None]:
     """An estimator's encoder gradient over ``num_draws`` draws (:func:`gradient_draws`) at
     fixed parameters, against the exact gradient (enumeration) at the same parameters
-    (:func:`inference.algorithms.gradients.gradient_statistics`; enumeration needs no sampling,
+    (:func:`zoo_inference.algorithms.gradients.gradient_statistics`; enumeration needs no sampling,
     so two draws show it)."""
     num_draws = 2 if estimator == "enum" else GRADIENT_DRAWS if num_draws is None else num_draws
     g = gradient_draws(x, K, estimator, temperature, num_draws=num_draws).double()

@@ -4,7 +4,7 @@ regression.
 
 The Gaussian posterior of linear weights under an isotropic prior (seed 002 §8.3), the closed
 form of both ``bayesian_linear_regression`` and ``ridge_map``, recursive least squares (seed 002
-ch. 6) and ridge regression live in :mod:`inference.algorithms.linear`. The Laplace
+ch. 6) and ridge regression live in :mod:`zoo_inference.algorithms.linear`. The Laplace
 approximation, which applies to any model with continuous latent sites, is the generic engine
 ``laplace`` (inference/laplace.py).
 """

@@ -1,7 +1,7 @@
 """Sequential models: hidden Markov models with discrete and Gaussian emissions.
 
-Their exact algorithms live in :mod:`inference.algorithms.hmm` (forward–backward, Viterbi,
-Baum–Welch, on a matrix of emission log-likelihoods); their peer in :mod:`inference.peers`.
+Their exact algorithms live in :mod:`zoo_inference.algorithms.hmm` (forward–backward, Viterbi,
+Baum–Welch, on a matrix of emission log-likelihoods); their peer in :mod:`zoo_inference.peers`.
 """
 
 from __future__ import annotations

@@ -77,7 +77,7 @@ def unnormalised_gaussian(
     parameter (maximum likelihood would send it to +infinity, L1319). NCE classifies the data
     against noise, nu draws a data point from N(xbar, (2 s)^2) (the seed's noise N(0, 2^2) for
     unit-variance data; ``noise_ratio`` nu = 1 is the seed's equal sizes, L1337), by logistic
-    regression (:func:`~inference.algorithms.nce.nce_exponential_family`), and so estimates
+    regression (:func:`~zoo_inference.algorithms.nce.nce_exponential_family`), and so estimates
     mu, tau and c; c is checked against the true -log Z at the estimated tau, which nothing in
     the fit imposes, and mu, tau against the generating values and the MLE (tests/test_nce.py).
 
