@@ -13,8 +13,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from scipy import stats
 
-from zoo_inference.calibration import bin_edges, binned, ecdf_difference
-from zoo_inference.sbc import Calibration
+from zoo_inference.sbc import Calibration, bin_edges, binned, ecdf_difference
 from zoo_inference.serialize import dumps
 
 from .figures import FigureImage, to_base64_png

@@ -14,7 +14,7 @@ from test_mams import SCALES, K, ess_of, gaussian, sbc_ranks
 
 import zoo
 from zoo.calibrate import sbc
-from zoo_inference import calibration
+from zoo_inference import sbc as calibration
 from zoo_inference.samplers import Loop, mams_laps
 from zoo_inference.samplers.laps import Bisection
 from zoo_inference.samplers.laps import mams_laps as laps_kernel

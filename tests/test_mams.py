@@ -14,7 +14,7 @@ from seeding import shifted
 
 import zoo
 from zoo.calibrate import sbc
-from zoo_inference import calibration
+from zoo_inference import sbc as calibration
 from zoo_inference.arviz_io import arviz
 from zoo_inference.samplers import Loop, mams
 from zoo_inference.samplers.mams import isokinetic_leapfrog

@@ -23,8 +23,11 @@ from ..config import config
 COMPILE_AFTER_S = 3.0
 # ... and only where the compiled run would save more than the compile costs: COMPILE_S +
 # COMPILE_S_PER_NODE a node of the graph, the compiled run at COMPILED_PACE of the traced one's.
-# Fitted to the quick report's sampler cells run both ways with inductor's cache empty.
-COMPILE_S, COMPILE_S_PER_NODE, COMPILED_PACE = 2.0, 0.015, 0.35
+# The price of a compile in a fresh process with inductor's cache empty (a new user's, CI's):
+# measured here, eight schools' NUTS step (387 nodes) 20 s, gaussian_mixture's MAMS step 15 s
+# (benchmarks/results/sampling_core_after_time_to_400.md); a warm cache compiles faster, so
+# there the rule leaves some runs traced that would gain.
+COMPILE_S, COMPILE_S_PER_NODE, COMPILED_PACE = 6.0, 0.03, 0.35
 # a traced graph's call, as TorchScript runs it: this much a node (the interpreter's dispatch)
 # and this much an element of each node's output (memory traffic and arithmetic). Fitted on four
 # models at 1-128 chains (eight schools, logistic regression, Gaussian mixture, naive Bayes):
