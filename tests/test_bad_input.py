@@ -90,6 +90,8 @@ API = [
     P(lambda: zoo.get_model("beta_bernouli"), r"did you mean 'beta_bernoulli'", id="model-typo-2"),
     P(lambda: zoo.get_model(3), r"unknown model 3", id="model-not-a-name"),
     P(lambda: zoo.run("three_coin", "svii"), r"unknown engine 'svii'.*did you mean 'svi'", id="engine-typo"),
+    # beta_bernoulli has no discrete site: enum does not apply, so it is not suggested for 'enu'
+    P(lambda: zoo.run("beta_bernoulli", "enu"), r"unknown engine 'enu' for model 'beta_bernoulli'; did you mean 'nuts'\? \(engines", id="engine-typo-applies"),
     P(lambda: zoo.run("three_coin", None), r"engine must be a name, got None", id="engine-none"),
     P(lambda: zoo.run("beta_bernoulli", "enum"), r"'enum' does not apply.*no discrete latent", id="engine-inapplicable"),
     P(lambda: zoo.run("beta_bernoulli", "em"), r"unknown engine 'em'.*svi, nuts, chees, hmc, mams, mh, importance, laplace, pathfinder, rejection, inverse_cdf, exact", id="engine-of-another-model"),

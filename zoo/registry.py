@@ -337,7 +337,10 @@ class ModelEntry:
                 f"engine {engine!r} does not apply to model {self.name!r} ({reason}); "
                 f"engines that apply: {', '.join(self.engines) or 'none'}"
             )
-        known = list(GENERIC_ENGINES) + list(refs)
+        # suggest only what would run: the engines that apply, and opt-in ones that would
+        known = list(self.engines) + [
+            n for n, s in GENERIC_ENGINES.items() if s.opt_in and self._generic_reason(n) is None
+        ]
         close = difflib.get_close_matches(str(engine), known, n=3, cutoff=0.5)
         hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
         raise ZooError(
