@@ -18,7 +18,7 @@ from zoo_inference.engines import GENERIC_ENGINES, REFERENCE_BUDGETS, budget
 # Sizes: each engine's "check" budget, declared with the engine (inference/engines.py).
 SMOKE = {name: budget(name, "check") for name in [*GENERIC_ENGINES, *REFERENCE_BUDGETS]}
 # Cells that still cost 15 s or more at check size on one core with the density traced (as
-# TorchScript, uncompiled: the suite sets ZOO_AUTO_COMPILE=0): the slow run takes them, and
+# TorchScript: at check size the compile rule keeps them uncompiled): the slow run takes them, and
 # their models' own tests check these engines against the truth. Measured 2026-11-24, quiet.
 SLOW_CELLS = {
     ("probabilistic_pca", "nuts"),  # 19 s: 216 dimensions along the loadings' rotation ridge

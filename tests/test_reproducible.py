@@ -3,52 +3,38 @@ in one process and once in a fresh process, for every engine that draws at rando
 a registered sampler and a registered engine), and for a run that compiles mid-run (the rule
 reads counts, never the clock: inference/backend/policy.py).
 
-The calls and their digests are made by ``_digests`` below, which the subprocess runs too
-(``python tests/test_reproducible.py CASE ...``): one definition of what is compared."""
+The user's sampler is the README's (examples/mala.py). The calls and their digests are made by
+``_digests`` below, which the subprocess runs too (``python tests/test_reproducible.py CASE``):
+one definition of what is compared."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import runpy
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
+import pyro
 import pytest
 import torch
 
 import zoo
 from zoo_inference.backend import has_compiler
-from zoo_inference.engines import GENERIC_ENGINES, budget
+from zoo_inference.engines import budget
 
 HERE = Path(__file__).resolve().parent
+EXAMPLE = HERE.parent / "examples" / "mala.py"
 MODELS = ("beta_bernoulli", "three_coin")  # one continuous site; discrete sites beside continuous
-
-
-def _mala(density, theta0, *, num_samples, warmup, gen, progress=False, step=0.3):
-    """A user's sampler: Metropolis-adjusted Langevin with a fixed step."""
-    x, (lp, g) = theta0.clone(), density(theta0)
-    draws = torch.empty(len(x), num_samples, x.shape[1], dtype=x.dtype)
-    for i in range(warmup + num_samples):
-        y = x + step * g + (2 * step) ** 0.5 * torch.randn(x.shape, generator=gen, dtype=x.dtype)
-        lp_y, g_y = density(y)
-        fwd = ((y - x - step * g) ** 2).sum(-1)
-        back = ((x - y - step * g_y) ** 2).sum(-1)
-        log_ratio = lp_y - lp - (back - fwd) / (4 * step)
-        accept = torch.rand(len(x), generator=gen, dtype=x.dtype).log() < log_ratio
-        x = torch.where(accept[:, None], y, x)
-        lp, g = torch.where(accept, lp_y, lp), torch.where(accept[:, None], g_y, g)
-        if i >= warmup:
-            draws[:, i - warmup] = x
-    return zoo.Samples(draws, {}, gradient_evals=(1 + warmup + num_samples) * len(x))
 
 
 def _prior_draws(ctx, *, num_samples: int = 300):
     """A user's engine: draws of every latent site from the prior, with torch's generator."""
-    import pyro
-
     draws = []
     for _ in range(num_samples):
         trace = pyro.poutine.trace(ctx.model).get_trace(**ctx.data)
@@ -56,16 +42,19 @@ def _prior_draws(ctx, *, num_samples: int = 300):
     return zoo.Draws({k: torch.stack([d[k] for d in draws]) for k in draws[0]})
 
 
-def _register() -> None:
-    if "repeat_mala" not in GENERIC_ENGINES:
-        zoo.register_sampler("repeat_mala", _mala)
+@contextlib.contextmanager
+def _users_engines() -> Iterator[None]:
+    """The README's sampler (examples/mala.py, registered as the example registers it) and a
+    user's engine, forgotten afterwards (zoo.isolated)."""
+    with zoo.isolated():
+        runpy.run_path(str(EXAMPLE))
         zoo.register_engine("repeat_prior", _prior_draws, needs="latent")
+        yield
 
 
 def _cases() -> list[tuple[str, str, dict]]:
     """(model, engine, options): every engine that applies to the two models, at smoke size;
-    the deterministic ones (closed forms, EM, Kalman) are left out."""
-    _register()
+    the deterministic ones (closed forms, EM, Kalman) are left out. Inside _users_engines."""
     out = []
     for model in MODELS:
         entry = zoo.get_model(model)
@@ -114,13 +103,14 @@ def _in_a_fresh_process(which: str) -> list[str]:
 
 
 def test_every_random_engine_repeats_in_one_process_and_in_another():
-    cases = _cases()
+    with _users_engines():
+        cases = _cases()
+        first, second = _digests(cases), _digests(cases)
     engines = {e for _, e, _ in cases}
     # every generic sampler and engine that draws, the user's two, and the models' own
     assert {"svi", "nuts", "chees", "hmc", "mams", "mh", "importance", "laplace"} <= engines
-    assert {"pathfinder", "rejection", "inverse_cdf", "enum", "repeat_mala"} <= engines
-    assert {"repeat_prior", "gibbs"} & engines
-    first, second = _digests(cases), _digests(cases)
+    assert {"pathfinder", "rejection", "inverse_cdf", "enum", "mala"} <= engines
+    assert {"repeat_prior", "ip"} <= engines  # three_coin's imputation-posterior sampler
     differ = [c[:2] for c, a, b in zip(cases, first, second, strict=True) if a != b]
     assert not differ, f"twice in one process, different draws: {differ}"
     fresh = _in_a_fresh_process("engines")
@@ -158,4 +148,5 @@ if __name__ == "__main__":  # the fresh process of the tests above
         cases = [(m, e, {**budget(e, "smoke"), **o}) for m, e, o in COMPILING]
         print(json.dumps(_digests(cases, compiling=True)))
     else:
-        print(json.dumps(_digests(_cases())))
+        with _users_engines():
+            print(json.dumps(_digests(_cases())))

@@ -18,20 +18,18 @@ import torch
 
 from ..config import config
 
-# compile when the graphs' modelled time over the whole run exceeds this (compiling costs
-# 0.5-1 s with inductor's on-disk cache warm, a few seconds the first time on a machine) ...
+# compile when the graphs' modelled time over the whole run exceeds this (a shorter run is over
+# before a compile would pay) ...
 COMPILE_AFTER_S = 3.0
 # ... and only where the compiled run would save more than the compile costs: COMPILE_S +
 # COMPILE_S_PER_NODE a node of the graph, the compiled run at COMPILED_PACE of the traced one's.
-# The price of a compile in a fresh process with inductor's cache empty (a new user's, CI's):
-# measured here, eight schools' NUTS step (387 nodes) 20 s, gaussian_mixture's MAMS step 15 s
-# (benchmarks/results/sampling_core_after_time_to_400.md); a warm cache compiles faster, so
-# there the rule leaves some runs traced that would gain.
+# Priced as a fresh process with inductor's cache empty pays it (a new user's, CI's), from the
+# cold-cache runs of benchmarks/results/sampling_core_*_time_to_400.md; a warm cache compiles
+# faster, so there the rule leaves some runs traced that would gain.
 COMPILE_S, COMPILE_S_PER_NODE, COMPILED_PACE = 6.0, 0.03, 0.35
 # a traced graph's call, as TorchScript runs it: this much a node (the interpreter's dispatch)
-# and this much an element of each node's output (memory traffic and arithmetic). Fitted on four
-# models at 1-128 chains (eight schools, logistic regression, Gaussian mixture, naive Bayes):
-# within a factor of 1.6 of the measured call.
+# and this much an element of each node's output (memory traffic and arithmetic); fitted to the
+# calls of benchmarks/compile_policy.py (its results file gives the spread)
 SECONDS_PER_NODE, SECONDS_PER_ELEMENT = 1.5e-6, 0.9e-9
 BARE_COMPILE_AFTER = 300  # compiled mode: density calls outside a fused step before it compiles
 
