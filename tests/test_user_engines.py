@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+from itertools import takewhile
 from pathlib import Path
 
 import numpy as np
@@ -129,7 +130,9 @@ def test_each_sampler_engine_takes_its_defaults_from_its_signature(capsys):
     assert cli.main(["info", "eight_schools_noncentered"]) in (0, None)
     shown = capsys.readouterr().out
     for name in ("nuts", "chees", "hmc", "mams", "mh"):
-        line = shown.split(f"\n  {name} ", 1)[1].split("\n", 2)[1]
+        below = shown.split(f"\n  {name} ", 1)[1].split("\n")[1:]  # its wrapped option lines
+        line = " ".join(b.strip() for b in takewhile(lambda b: b.startswith(" " * 13), below))
+        assert all(len(b) <= 120 for b in below), name
         for key, value in samplers[name].defaults.items():
             assert f"{key}={value!r}" in line, (name, key)
     assert "learning_rate=0.05" in shown and "lockstep" not in shown

@@ -15,6 +15,7 @@ import importlib.util
 import os
 import sys
 import tempfile
+import textwrap
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -143,7 +144,9 @@ def cmd_info(args: argparse.Namespace) -> int:
         spec = entry.engine_spec(eng)
         opts = {**spec.defaults, **entry.registered_options(eng)}
         shown = ", ".join(f"{k}={v!r}" for k, v in opts.items())
-        print(f"  {eng:<10} {spec.summary}\n             {shown or '(no options)'}")
+        pad = " " * 13  # options under the summary, wrapped at a comma to fit 120 columns
+        wrapped = textwrap.fill(shown, 120, initial_indent=pad, subsequent_indent=pad)
+        print(f"  {eng:<10} {spec.summary}\n{wrapped or pad + '(no options)'}")
     why_not: dict[str, list[str]] = {}  # reason -> the generic engines it rules out
     for eng, spec in GENERIC_ENGINES.items():
         if eng not in entry.engines and not spec.opt_in:
