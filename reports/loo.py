@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import pandas as pd
+import xarray as xr
 
 from zoo_inference.arviz_io import _quiet, arviz, to_inference_data
 from zoo_inference.results import Comparison, Run
@@ -51,48 +53,91 @@ def _ranked(elpd: Mapping[str, Any]) -> pd.DataFrame:
     return table
 
 
+POINTWISE = ("loo_i", "pareto_k")  # ELPDData's entries with a value per observation
+LOO_KEY = "loo"  # run.extras[LOO_KEY]: the run's pointwise LOO (pointwise_loo), when kept
+
+
+def pointwise_loo(run: Run) -> dict[str, Any] | None:
+    """The run's PSIS-LOO and WAIC as plain data (numbers, lists and arrays): what
+    :func:`loo_comparison` needs of it, and all a report's stored cell keeps in place of the
+    log-likelihood (draws x observations, most of a cell's size). None when the run has no
+    pointwise log-likelihood, fewer than :data:`MIN_LOO_DRAWS` draws, or one ArviZ cannot use."""
+    az = arviz()
+    if not run.ok or run.kind != "draws" or run.idata is None:
+        return None
+    if "log_likelihood" not in run.idata.groups() or not run.idata.log_likelihood.data_vars:
+        return None
+    ll = run.idata.log_likelihood
+    draws = ll.sizes.get("chain", 0) * ll.sizes.get("draw", 0)
+    if draws < MIN_LOO_DRAWS:
+        return None
+    every = -(-draws // MAX_LOO_DRAWS)
+    try:
+        idata = _pointwise_idata(run)
+        if every > 1:
+            idata = idata.isel(draw=slice(None, None, every))
+        with _quiet(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            loo = az.loo(idata, pointwise=True)
+            waic = az.waic(idata, pointwise=True)
+    except Exception:  # noqa: BLE001 - a run whose LOO cannot be computed is left out
+        return None
+    k = np.asarray(loo.pareto_k).ravel()
+    good_k = float(getattr(loo, "good_k", 0.7) or 0.7)
+    return {
+        "elpd": {key: _plain(loo[key]) for key in loo.index},
+        "elpd_waic": float(waic.elpd_waic),
+        "p_waic": float(waic.p_waic),
+        "waic_se": float(waic.se),
+        "n_obs": int(k.size),
+        "k_bad": int(np.sum(k > good_k)),
+        "k_max": float(np.nanmax(k)) if k.size else float("nan"),
+        "good_k": good_k,
+        "variables": list(run.idata.log_likelihood.data_vars),
+        "draws": draws,
+        "every": every,  # 1: all draws; k: every k-th draw of each chain
+    }
+
+
+def _plain(value: Any) -> Any:
+    """An ELPDData entry as plain data: a DataArray (loo_i, pareto_k) as its flat values."""
+    if isinstance(value, xr.DataArray):
+        return np.asarray(value.values, dtype=float).ravel()
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def _elpd_data(plain: dict[str, Any]) -> Any:
+    """ArviZ's ELPDData again, from :func:`pointwise_loo`'s ``elpd``."""
+    from arviz.stats.stats_utils import ELPDData
+
+    values = {
+        key: xr.DataArray(np.asarray(v, dtype=float), dims=("observation",))
+        if key in POINTWISE
+        else v
+        for key, v in plain.items()
+    }
+    return ELPDData(data=list(values.values()), index=list(values))
+
+
 def loo_comparison(cmp: Comparison) -> dict[str, Any] | None:
     """PSIS-LOO and WAIC of every run with a pointwise log-likelihood and posterior draws,
     ranked by ArviZ ``compare`` (elpd_loo, p_loo, se, elpd_diff, dse, stacking weight), with
-    each run's Pareto k-hat warnings in words. None when fewer than one run qualifies."""
+    each run's Pareto k-hat warnings in words. A run whose ``extras`` hold its
+    :func:`pointwise_loo` (a report's cells) is read from it. None when no run qualifies."""
     az = arviz()
     elpd: dict[str, Any] = {}
     extra: dict[str, dict[str, Any]] = {}
+    kept = []  # engines whose LOO was computed when the cell ran (no log-likelihood stored)
     for engine, run in cmp.runs.items():
-        if not run.ok or run.kind != "draws" or run.idata is None:
+        point = run.extras[LOO_KEY] if LOO_KEY in run.extras else pointwise_loo(run)
+        if point is None or not run.ok:
             continue
-        if "log_likelihood" not in run.idata.groups() or not run.idata.log_likelihood.data_vars:
-            continue
-        ll = run.idata.log_likelihood
-        draws = ll.sizes.get("chain", 0) * ll.sizes.get("draw", 0)
-        if draws < MIN_LOO_DRAWS:
-            continue
-        every = -(-draws // MAX_LOO_DRAWS)
-        try:
-            idata = _pointwise_idata(run)
-            if every > 1:
-                idata = idata.isel(draw=slice(None, None, every))
-            with _quiet(), warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                loo = az.loo(idata, pointwise=True)
-                waic = az.waic(idata, pointwise=True)
-        except Exception:  # noqa: BLE001 - a run whose LOO cannot be computed is left out
-            continue
-        k = np.asarray(loo.pareto_k).ravel()
-        good_k = float(getattr(loo, "good_k", 0.7) or 0.7)
-        elpd[engine] = loo
-        extra[engine] = {
-            "elpd_waic": float(waic.elpd_waic),
-            "p_waic": float(waic.p_waic),
-            "waic_se": float(waic.se),
-            "n_obs": int(k.size),
-            "k_bad": int(np.sum(k > good_k)),
-            "k_max": float(np.nanmax(k)) if k.size else float("nan"),
-            "good_k": good_k,
-            "variables": list(run.idata.log_likelihood.data_vars),
-            "draws": draws,
-            "every": every,  # 1: all draws; k: every k-th draw of each chain
-        }
+        if LOO_KEY in run.extras:
+            kept.append(engine)
+        elpd[engine] = _elpd_data(point["elpd"])
+        extra[engine] = {k: v for k, v in point.items() if k != "elpd"}
     if not elpd:
         return None
     table = None
@@ -139,4 +184,19 @@ def loo_comparison(cmp: Comparison) -> dict[str, Any] | None:
         "observed": observed,
         "thinned": thinned,
         "max_draws": MAX_LOO_DRAWS,
+        "kept": kept,
     }
+
+
+def compact(run: Run) -> Run:
+    """The run as a report keeps it: its :func:`pointwise_loo` in ``extras`` and its InferenceData
+    without the ``log_likelihood`` group (draws x observations: 128 MB of the quick report's
+    unnormalised_gaussian chees cell of 91 MB), which nothing else on a page reads."""
+    if run.idata is None or "log_likelihood" not in run.idata.groups():
+        return run
+    kept = {g: run.idata[g] for g in run.idata.groups() if g != "log_likelihood"}
+    return dataclasses.replace(
+        run,
+        idata=arviz().InferenceData(**kept),
+        extras={**run.extras, LOO_KEY: pointwise_loo(run)},
+    )

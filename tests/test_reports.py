@@ -10,6 +10,7 @@ import json
 from html.parser import HTMLParser
 from pathlib import Path
 
+import arviz as az
 import numpy as np
 import pandas as pd
 import pytest
@@ -865,3 +866,32 @@ def test_index_columns_fit_generic_engines_and_one_reference_column() -> None:
     md = files["index.md"]
     assert "| Model | family | svi | nuts | mh | laplace | reference |" in md
     assert json.loads(files["results.json"])["summary"]
+
+
+def test_cells_keep_the_loo_not_the_log_likelihood(tmp_path: Path) -> None:
+    """A report's cell stores its run's pointwise LOO, not the log-likelihood (draws x
+    observations, which made the quick report 728 MB): the page's LOO row is the one the full
+    run gives, and the cells are as readable as the pages."""
+    from zoo_reports.loo import loo_comparison
+
+    out = tmp_path / "r"
+    model, engine = "unnormalised_gaussian", "nuts"
+    zoo.report([model], engines=[engine], out=out, profile="smoke", progress=False)
+    page = json.loads((out / f"{model}.json").read_text())
+    (row,) = page["loo"]["rows"]
+    # the same run held whole (same seed and options): LOO from its log-likelihood
+    cmp = zoo.compare(model, [engine], seed=0, progress=False, **page["runs"][engine]["options"])
+    assert "log_likelihood" in cmp.runs[engine].idata.groups()
+    held = loo_comparison(cmp)
+    assert held is not None and held["kept"] == []
+    (want,) = held["rows"]
+    for key in ("elpd_loo", "se", "p_loo", "elpd_waic", "k_max", "n_obs", "draws"):
+        assert row[key] == pytest.approx(want[key], rel=1e-12), key
+    assert page["loo"]["kept"] == [engine]
+    files = [p for p in (out / "cells").rglob("*") if p.is_file()]
+    (nc,) = [p for p in files if p.suffix == ".nc"]
+    assert "log_likelihood" not in az.from_netcdf(nc).groups()
+    # below what a float64 log-likelihood alone would take: draws x 1000 observations x 8 bytes
+    assert sum(p.stat().st_size for p in files) < row["draws"] * row["n_obs"] * 8 / 2
+    mode = (out / f"{model}.html").stat().st_mode & 0o777
+    assert {p.stat().st_mode & 0o777 for p in files} == {mode}

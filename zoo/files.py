@@ -69,6 +69,15 @@ def write_atomically(
         shutil.rmtree(stage, ignore_errors=True)
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_FILE_MODE = 0o666 & ~_umask()
+
+
 @contextlib.contextmanager
 def replacing(path: Path) -> Iterator[Path]:
     """A temporary path beside ``path`` to write; moved onto ``path`` (``os.replace``, atomic on
@@ -81,6 +90,7 @@ def replacing(path: Path) -> Iterator[Path]:
     tmp = Path(name)
     try:
         yield tmp
+        tmp.chmod(_FILE_MODE)  # mkstemp's 0600 -> what open() gives under the umask, as the pages
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
