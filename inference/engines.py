@@ -13,8 +13,10 @@ import dataclasses
 import difflib
 import inspect
 import numbers
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -112,6 +114,7 @@ class EngineSpec:
     # runs only where a call names it: not among a model's engines (compare, reports, sweeps)
     opt_in: bool = False
     sampler: Callable[..., Samples] | None = None  # a sampler engine's sampler (register_sampler)
+    origin: str | None = None  # where a user's engine is defined (:func:`origin`); None: built in
 
     def not_applicable(self, structure: ModelStructure, has_guide: bool) -> str | None:
         """None if the engine applies to a model of this structure, else the reason."""
@@ -515,7 +518,7 @@ def register_engine(
     spec = declare(
         name, fn, description or _first_line(fn, name), needs=needs, budgets=budgets or {}
     )
-    spec = dataclasses.replace(spec, fn=run)
+    spec = dataclasses.replace(spec, fn=run, origin=origin(fn))
     GENERIC_ENGINES[name] = spec
     return spec
 
@@ -593,9 +596,38 @@ def register_sampler(
 
     summary = description or _first_line(fn, name)
     spec = declare(name, run, summary, needs=_SAMPLER, budgets=budgets, defaults={**runner, **own})
-    spec = dataclasses.replace(spec, sampler=fn)
+    spec = dataclasses.replace(spec, sampler=fn, origin=origin(fn))
     GENERIC_ENGINES[name] = spec
     return spec
+
+
+BUILT_IN_PACKAGES = ("zoo", "zoo_inference", "zoo_reports", "zoo_datasets")
+FILE_MODULE_PREFIX = "zoo_user_models_"  # the module name of a file loaded by zoo.load_models
+
+
+def origin(obj: Any) -> str | None:
+    """Where a user's model or engine function is defined, as ``zoo.load_models`` (and the
+    CLI's ``--models``) takes it: an importable module's name, or the path of the file it was
+    loaded from (relative to the working folder when inside it); ``""`` for one defined
+    interactively (a notebook, the REPL: no file to load); None for the zoo's own."""
+    name = str(getattr(obj, "__module__", "") or "")
+    if name.split(".")[0] in BUILT_IN_PACKAGES:
+        return None
+    module = sys.modules.get(name)
+    importable = getattr(module, "__spec__", None) is not None and name != "__main__"
+    if importable and not name.startswith(FILE_MODULE_PREFIX):
+        return name
+    if name == "__main__" and not getattr(module, "__file__", None):
+        return ""  # the REPL or a notebook
+    code = getattr(obj, "__code__", None)
+    file = getattr(code, "co_filename", None) or getattr(module, "__file__", None)
+    if not file or file.startswith("<") or not Path(file).is_file():
+        return ""
+    path = Path(file).resolve()
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
 
 
 def unregister_engine(name: str) -> None:

@@ -266,6 +266,8 @@ class ModelInfo:
     figures: Mapping[str, Any] = field(default_factory=dict)  # figures the model asks for
     math: tuple[str, ...] = ()  # the generative story as LaTeX lines
     family: str = ""  # the module that registered it (zoo.models.conjugate: "conjugate")
+    # where a user's model is defined, for zoo.load_models (engines.origin); None: the zoo's own
+    origin: str | None = None
 
 
 @dataclass

@@ -321,12 +321,29 @@ def _cli_option(key: str, value: Any) -> str:
     return "-o " + shlex.quote(f"{key}={text}")
 
 
+def user_sources(cmp: Comparison) -> tuple[list[str], bool]:
+    """The files and modules that registered the comparison's model and engines, where they are
+    a user's (``zoo.load_models`` and ``--models`` take them), and whether one of them was defined
+    interactively (nothing to load: its code must run first)."""
+    found = [cmp.model.origin]
+    found += [getattr(GENERIC_ENGINES.get(e), "origin", None) for e in cmp.runs]
+    return list(dict.fromkeys(o for o in found if o)), "" in found
+
+
 def reproduce(cmp: Comparison) -> dict[str, Any]:
     """How to get this page's numbers again: the Python calls and the command lines, per engine
     with its options (those left at their default, None, omitted), the seed and profile, the
-    package versions and the machine."""
+    package versions and the machine. A user's models and engines are loaded first: the files
+    or modules that registered them, as ``--models`` (CLI) and ``zoo.load_models`` (Python)."""
     name, seed = cmp.model.name, cmp.seed
     engines = list(cmp.runs)
+    sources, interactive = user_sources(cmp)
+    models = [f"--models {shlex.quote(src)}" for src in sources]
+    head = "import zoo\n\n"
+    if sources:
+        head += f"zoo.load_models({', '.join(map(repr, sources))})\n"
+    if interactive:
+        head += "# first run the code that registered the model or engine (defined interactively)\n"
     per_engine = []
     compare_lines = [f"cmp = zoo.compare(\n    {name!r},\n    {engines!r},\n    seed={seed},"]
     for engine, run in cmp.runs.items():
@@ -341,7 +358,7 @@ def reproduce(cmp: Comparison) -> dict[str, Any]:
                 "python": f"run = zoo.run({name!r}, {engine!r}, seed={seed}{py_args})",
                 "cli": " ".join(
                     ["zoo run", shlex.quote(name), "--engine", shlex.quote(engine)]
-                    + [f"--seed {seed}", *cli_opts]
+                    + [*models, f"--seed {seed}", *cli_opts]
                 ),
                 "python_only": [k for k, v in opts.items() if not _literal(v)],
             }
@@ -349,13 +366,17 @@ def reproduce(cmp: Comparison) -> dict[str, Any]:
     compare_lines.append(")")
     report = None
     if cmp.profile != "custom":
-        report = f"zoo report {shlex.quote(name)} --profile {cmp.profile} --seed {seed}"
+        report = " ".join(
+            ["zoo report", shlex.quote(name), *models, f"--profile {cmp.profile} --seed {seed}"]
+        )
         if set(engines) != set(cmp.model.engines):
             report += " --engines " + shlex.quote(",".join(engines))
     return {
-        "python": "import zoo\n\n" + "\n".join(compare_lines) + "\nzoo.report(cmp, out='report')",
+        "python": head + "\n".join(compare_lines) + "\nzoo.report(cmp, out='report')",
         "report": report,
         "engines": per_engine,
+        "sources": sources,
+        "loads": head.removeprefix("import zoo\n\n").strip(),  # the lines after the import
         "versions": versions(),
         "machine": machine(),
         "seed": seed,

@@ -7,6 +7,7 @@ build comparisons by hand or stub ``zoo.compare`` so they cost no engine time.
 from __future__ import annotations
 
 import json
+import shlex
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -895,3 +896,55 @@ def test_cells_keep_the_loo_not_the_log_likelihood(tmp_path: Path) -> None:
     assert sum(p.stat().st_size for p in files) < row["draws"] * row["n_obs"] * 8 / 2
     mode = (out / f"{model}.html").stat().st_mode & 0o777
     assert {p.stat().st_mode & 0o777 for p in files} == {mode}
+
+
+def test_reproduce_commands_load_a_users_models_and_run_as_printed(tmp_path: Path) -> None:
+    """A report of a user's model (a file in the working folder) under a user's sampler (a file
+    elsewhere) prints commands that load both; each runs as printed, from the shell and in
+    Python, and gives the page's numbers."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    (tmp_path / "my_models.py").write_text(
+        "import pyro, pyro.distributions as dist, torch\n"
+        "import zoo\n\n"
+        "@zoo.register(data={'y': torch.tensor([0.5, 1.5, -0.2])})\n"
+        "def my_level(y):\n"
+        "    mu = pyro.sample('mu', dist.Normal(0.0, 1.0))\n"
+        "    with pyro.plate('n', len(y)):\n"
+        "        pyro.sample('y', dist.Normal(mu, 1.0), obs=y)\n"
+    )
+    mala = Path(__file__).resolve().parents[1] / "examples" / "mala.py"
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    env["OMP_NUM_THREADS"] = "1"
+
+    def shell(command: str) -> None:
+        done = subprocess.run(
+            command, shell=True, cwd=tmp_path, env=env, capture_output=True, text=True
+        )
+        assert done.returncode == 0, f"{command}\n{done.stderr[-2000:]}"
+
+    shell(
+        f"zoo report my_level --models my_models.py --models {shlex.quote(str(mala))} "
+        "--engines mala --profile smoke --out out -q"
+    )
+    page = json.loads((tmp_path / "out" / "my_level.json").read_text())
+    repro = page["reproduce"]
+    assert repro["sources"] == ["my_models.py", str(mala)]
+    (mala_cell,) = repro["engines"]
+    assert "--models my_models.py" in mala_cell["cli"]
+    shell(mala_cell["cli"] + " --out again -q")
+    again = pd.read_csv(tmp_path / "again" / "summary.csv", index_col=0)
+    assert again.loc["mu", "mean"] == pytest.approx(page["runs"]["mala"]["summary"]["mu"]["mean"])
+    script = repro["python"].replace("out='report'", "out='from_python'")
+    assert f"zoo.load_models('my_models.py', {str(mala)!r})" in script
+    (tmp_path / "again.py").write_text(script)
+    shell(f"{shlex.quote(sys.executable)} again.py")
+    python = json.loads((tmp_path / "from_python" / "my_level.json").read_text())
+    assert python["runs"]["mala"]["summary"] == page["runs"]["mala"]["summary"]
+    shutil.rmtree(tmp_path / "out")
+    shell(repro["report"] + " --out out -q")  # the whole page's command, as printed
+    whole = json.loads((tmp_path / "out" / "my_level.json").read_text())
+    assert whole["runs"]["mala"]["summary"] == page["runs"]["mala"]["summary"]

@@ -51,6 +51,7 @@ _PUBLIC = {
     "get_model": "zoo.registry",
     "isolated": "zoo.registry",
     "list_models": "zoo.registry",
+    "load_models": "zoo.registry",
     "register": "zoo.registry",
     "unregister": "zoo.registry",
     "report": "zoo.sweep",
@@ -79,6 +80,7 @@ __all__ = [
     "in_float64",
     "isolated",
     "list_models",
+    "load_models",
     "network",
     "pointwise_log_weights",
     "register",
@@ -99,6 +101,7 @@ if TYPE_CHECKING:
         get_model,
         isolated,
         list_models,
+        load_models,
         register,
         unregister,
     )

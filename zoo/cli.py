@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import importlib
-import importlib.util
 import os
 import sys
 import tempfile
@@ -76,26 +74,13 @@ def _progress(args: argparse.Namespace) -> bool:
 
 def load_models(sources: Sequence[str]) -> None:
     """Import Python files or modules that register models (``--models my_models.py``)."""
-    for source in sources:
-        path = Path(source)
-        try:
-            if source.endswith(".py") or path.exists():
-                if not path.is_file():
-                    raise UsageError(f"--models {source!r}: no such file")
-                spec = importlib.util.spec_from_file_location(f"zoo_user_models_{path.stem}", path)
-                module = importlib.util.module_from_spec(spec)
-                sys.modules[spec.name] = module
-                spec.loader.exec_module(module)
-            else:
-                importlib.import_module(source)
-        except (UsageError, KeyboardInterrupt):
-            raise
-        except Exception as e:  # noqa: BLE001 - the user's file: say what went wrong, briefly
-            lines = str(e).strip().splitlines()
-            raise UsageError(
-                f"could not load models from {source!r}: {type(e).__name__}: "
-                f"{lines[0] if lines else ''}"
-            ) from None
+    import zoo
+
+    try:
+        zoo.load_models(*sources)
+    except zoo.ZooError as e:
+        message = str(e)
+        raise UsageError(f"--{message}" if message.startswith("models ") else message) from None
 
 
 def cmd_list(args: argparse.Namespace) -> int:

@@ -10,7 +10,10 @@ from __future__ import annotations
 import contextlib
 import difflib
 import importlib
+import importlib.util
 import inspect
+import os
+import sys
 import textwrap
 import threading
 import warnings
@@ -18,6 +21,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from html import escape
 from importlib.metadata import entry_points
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -37,7 +41,7 @@ from zoo_inference import (
     truth_from_distributions,
     variant_spec,
 )
-from zoo_inference.engines import reserve_names
+from zoo_inference.engines import FILE_MODULE_PREFIX, origin, reserve_names
 from zoo_inference.reference import describe_distributions, in_float64
 from zoo_inference.results import one_line
 from zoo_inference.runtime import seeded
@@ -257,6 +261,7 @@ class ModelEntry:
             figures=dict(self.figures),
             math=tuple(self.math),
             family=str(getattr(self.model, "__module__", "") or "").removeprefix("zoo.models."),
+            origin=origin(self.model),
         )
 
     # -------------------------------------------------------------- engines
@@ -649,6 +654,37 @@ def _discover() -> None:
 
         for group in (ENGINE_ENTRY_POINT_GROUP, ENTRY_POINT_GROUP):  # engines first: models
             _load_entry_points(group)  # may name them in engines=
+
+
+def load_models(*sources: str | os.PathLike[str]) -> None:
+    """Import Python files or modules that register models or engines: what the CLI's
+    ``--models`` does, and what a page's "reproduce" code calls for a user's own models
+    (``zoo.load_models("my_models.py")``). A file is imported as a module of its own (code under
+    ``if __name__ == "__main__":`` does not run); a module by its name. An error names the
+    source."""
+    for source in map(str, sources):
+        path = Path(source)
+        try:
+            if source.endswith(".py") or path.exists():
+                if not path.is_file():
+                    raise ZooError(f"models {source!r}: no such file")
+                name = f"{FILE_MODULE_PREFIX}{path.stem}"
+                spec = importlib.util.spec_from_file_location(name, path)
+                if spec is None or spec.loader is None:
+                    raise ZooError(f"models {source!r}: not a Python file")
+                module = importlib.util.module_from_spec(spec)
+                sys.modules[spec.name] = module
+                spec.loader.exec_module(module)
+            else:
+                importlib.import_module(source)
+        except (ZooError, KeyboardInterrupt):
+            raise
+        except Exception as e:  # noqa: BLE001 - the user's file: say what went wrong, briefly
+            lines = str(e).strip().splitlines()
+            raise ZooError(
+                f"could not load models from {source!r}: {type(e).__name__}: "
+                f"{lines[0] if lines else ''}"
+            ) from None
 
 
 def _load_entry_points(group: str) -> None:
