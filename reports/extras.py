@@ -19,6 +19,7 @@ from zoo_inference.results import Comparison
 from .figures import (
     engine_colors,
 )
+from .findings import STORED_KEY
 from .forest import forest_figure
 from .loo import loo_comparison
 from .predictive import ppc_figure
@@ -70,6 +71,16 @@ def data_provenance(doc: str) -> str | None:
     return " ".join(m.group(1).replace("``", "").split()) if m else None
 
 
+def stored_note(cmp: Comparison) -> list[str]:
+    """The runs whose draws the report keeps thinned (``extras[STORED_KEY]``, see
+    ``zoo.store.stored_form``): ``"mams: one draw in 4 of its 16000"``."""
+    return [
+        f"{engine}: one draw in {s['every']} of its {s['draws']}"
+        for engine, run in cmp.runs.items()
+        if (s := run.extras.get(STORED_KEY))
+    ]
+
+
 # --------------------------------------------------------------------------- page hook
 def page_extras(cmp: Comparison, *, figures: bool = True) -> dict[str, Any]:
     """The model page's forest plot, posterior predictive check, LOO/WAIC table, rendered math
@@ -82,4 +93,5 @@ def page_extras(cmp: Comparison, *, figures: bool = True) -> dict[str, Any]:
         "loo": loo_comparison(cmp),
         "math": math_images(cmp.model.math) if figures else [],
         "provenance": data_provenance(cmp.model.doc),
+        "stored": stored_note(cmp),
     }

@@ -43,6 +43,8 @@ MODEL_SCORES = {
     "heldout_cluster_accuracy": "held-out clustering accuracy",
 }
 
+STORED_KEY = "stored"  # run.extras[STORED_KEY]: {"draws": the run's, "every": k}, when thinned
+
 
 @dataclass(frozen=True)
 class Finding:
@@ -113,6 +115,8 @@ def n_eff(run: Run | None, row: str) -> float:
     weighted = run.diagnostics.get("ess")  # the weights' ESS, not the resampled draws' count
     if is_finite(weighted):
         return max(float(weighted), 1.0)
+    if STORED_KEY in run.extras:  # a report's cell keeps a thinned set (zoo.store.stored_form)
+        return float(run.extras[STORED_KEY]["draws"])
     if run.idata is not None and "posterior" in run.idata.groups():
         sizes = run.idata.posterior.sizes
         return float(sizes.get("chain", 1) * sizes.get("draw", 1))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import warnings
 from collections.abc import Mapping
 from typing import Any
@@ -186,17 +185,3 @@ def loo_comparison(cmp: Comparison) -> dict[str, Any] | None:
         "max_draws": MAX_LOO_DRAWS,
         "kept": kept,
     }
-
-
-def compact(run: Run) -> Run:
-    """The run as a report keeps it: its :func:`pointwise_loo` in ``extras`` and its InferenceData
-    without the ``log_likelihood`` group (draws x observations: 128 MB of the quick report's
-    unnormalised_gaussian chees cell of 91 MB), which nothing else on a page reads."""
-    if run.idata is None or "log_likelihood" not in run.idata.groups():
-        return run
-    kept = {g: run.idata[g] for g in run.idata.groups() if g != "log_likelihood"}
-    return dataclasses.replace(
-        run,
-        idata=arviz().InferenceData(**kept),
-        extras={**run.extras, LOO_KEY: pointwise_loo(run)},
-    )

@@ -948,3 +948,24 @@ def test_reproduce_commands_load_a_users_models_and_run_as_printed(tmp_path: Pat
     shell(repro["report"] + " --out out -q")  # the whole page's command, as printed
     whole = json.loads((tmp_path / "out" / "my_level.json").read_text())
     assert whole["runs"]["mala"]["summary"] == page["runs"]["mala"]["summary"]
+
+
+def test_a_long_runs_draws_are_kept_thinned_for_the_figures(monkeypatch) -> None:
+    """A report keeps at most MAX_STORED_DRAWS draws of a run (and MAX_STORED_BYTES of them),
+    every chain thinned evenly; its summary, from every draw, and the findings' count of
+    independent draws stay the run's."""
+    from zoo import store
+    from zoo_reports.findings import STORED_KEY, n_eff
+
+    run = zoo.run("beta_bernoulli", "svi", seed=0, num_samples=10_000, num_steps=50)
+    kept = store.stored_form(run)
+    assert kept.idata.posterior.sizes["draw"] == 3334  # every 3rd: ceil(10000 / 4000)
+    np.testing.assert_array_equal(kept.idata.posterior.p.values, run.idata.posterior.p[:, ::3])
+    assert kept.extras[STORED_KEY] == {"draws": 10_000, "every": 3}
+    assert "log_likelihood" not in kept.idata.groups() and kept.extras["loo"]["n_obs"] > 0
+    pd.testing.assert_frame_equal(kept.summary, run.summary)
+    assert n_eff(kept, "p") == n_eff(run, "p") == 10_000
+    monkeypatch.setattr(store, "MAX_STORED_BYTES", 4 * 1000)  # p: 4 bytes a draw (float32)
+    assert store.stored_form(run).idata.posterior.sizes["draw"] == 1000
+    short = zoo.run("beta_bernoulli", "exact", seed=0, num_samples=100)
+    assert store.stored_form(short) is short  # nothing to thin, no log-likelihood: as it is

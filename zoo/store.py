@@ -29,6 +29,7 @@ disk, but recomputed on the next run: a failure may be passing (a killed worker,
 from __future__ import annotations
 
 import base64
+import dataclasses
 import functools
 import hashlib
 import inspect
@@ -53,6 +54,8 @@ from zoo_inference import Run
 from zoo_inference.arviz_io import arviz
 from zoo_inference.config import config
 from zoo_inference.results import Evidence, one_line
+from zoo_reports.findings import STORED_KEY
+from zoo_reports.loo import LOO_KEY, pointwise_loo
 
 from .files import TMP_SUFFIX, remove_leftovers, replace_file, replacing
 from .registry import get_model
@@ -295,6 +298,40 @@ class Unusable(ValueError):
     def __init__(self, why: str, kind: str = "corrupt") -> None:
         super().__init__(why)
         self.kind = kind
+
+
+MAX_STORED_DRAWS = 4000  # posterior draws a report keeps of a run (every chain thinned evenly)
+MAX_STORED_BYTES = 8_000_000  # ... and at most this much of them (a VAE's 15,000 local latents)
+
+
+def stored_form(run: Run) -> Run:
+    """The run as a report keeps it, in a worker's reply and in its cell: its pointwise LOO in
+    ``extras`` (:func:`zoo_reports.loo.pointwise_loo`) in place of the ``log_likelihood`` group
+    (draws x observations: 128 MB of the quick report's unnormalised_gaussian chees cell), and
+    at most :data:`MAX_STORED_DRAWS` posterior draws and :data:`MAX_STORED_BYTES` of them (every
+    k-th draw of each chain, ``sample_stats`` alike). Its summary and diagnostics, computed
+    from every draw, stay as they are; ``extras[STORED_KEY]`` says what was thinned."""
+    idata = run.idata
+    if idata is None:
+        return run
+    extras = dict(run.extras)
+    groups = {g: idata[g] for g in idata.groups()}
+    if "log_likelihood" in groups:
+        extras[LOO_KEY] = pointwise_loo(run)
+        del groups["log_likelihood"]
+    post = groups.get("posterior")
+    if post is not None and "draw" in post.dims:
+        draws = post.sizes.get("chain", 1) * post.sizes["draw"]
+        size = sum(v.nbytes for v in post.data_vars.values())
+        every = max(-(-draws // MAX_STORED_DRAWS), -(-size // MAX_STORED_BYTES), 1)
+        if every > 1:
+            for g in ("posterior", "sample_stats"):
+                if g in groups and "draw" in groups[g].dims:
+                    groups[g] = groups[g].isel(draw=slice(None, None, every))
+            extras[STORED_KEY] = {"draws": int(draws), "every": int(every)}
+    if extras == run.extras:
+        return run
+    return dataclasses.replace(run, idata=arviz().InferenceData(**groups), extras=extras)
 
 
 @dataclass

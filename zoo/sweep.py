@@ -35,13 +35,12 @@ from zoo_inference.config import Config, config, configure
 from zoo_inference.parallel import cores, map_indices, mark_worker
 from zoo_inference.results import one_line
 from zoo_inference.runtime import interactive
-from zoo_reports.loo import compact
 
 from .api import check_seed, comparison, execute, prepare
 from .files import check_writable, locked, remove_leftovers, write_atomically
 from .profiles import check_profile, engine_options
 from .registry import ModelEntry, get_model, list_models
-from .store import CellStore, log
+from .store import CellStore, log, stored_form
 
 
 @dataclass(frozen=True)
@@ -144,13 +143,13 @@ def _runs_on_its_data(entry: ModelEntry) -> bool:
 
 def run_cell(cell: Cell, seed: int) -> Run:
     """One cell, with the warnings and log records it raised kept in ``run.warnings``, as a
-    report keeps it (:func:`zoo_reports.loo.compact`: its LOO, not its log-likelihood)."""
+    report keeps it (:func:`zoo.store.stored_form`: its LOO, not its log-likelihood)."""
     with warnings.catch_warnings(record=True) as caught, _collect_logs() as logged:
         warnings.simplefilter("always")
         run = execute(prepare(cell.model, cell.engine, seed=seed, progress=False, **cell.options))
     seen = {f"{w.category.__name__}: {w.message}" for w in caught}
     seen |= {f"{r.name}: {r.getMessage()}" for r in logged}
-    return compact(dataclasses.replace(run, warnings=tuple(sorted(seen))))
+    return stored_form(dataclasses.replace(run, warnings=tuple(sorted(seen))))
 
 
 def executor(workers: int, scheduler: str | None = None) -> Executor | None:
