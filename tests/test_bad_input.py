@@ -155,7 +155,6 @@ BIGRAM = zoo.get_model("dirichlet_bigram").load_data()
 
 DATA = [
     # three_coin (y: float tensor of 0/1)
-    P("three_coin", {}, r"missing 'y' \(expected a torch.float32 tensor of shape \(N,\)\)", id="key-missing"),
     P("three_coin", {"y": Y, "extra": 1}, r"unknown data key\(s\) \['extra'\]", id="key-extra"),
     P("three_coin", {"y": [[1.0, 0.0], [1.0, 1.0]]}, r"data\['y'\] has shape \(2, 2\); expected .*\(N,\)", id="shape-2d"),
     P("three_coin", {"y": 1.0}, r"data\['y'\] has shape \(\); expected .*\(N,\)", id="shape-scalar"),
@@ -186,6 +185,32 @@ def test_bad_data(model, data, message):
     with pytest.raises(ValueError, match=message) as err:
         zoo.run(model, engine, data=data)
     assert "\n" not in str(err.value)
+
+
+def test_user_data_is_merged_over_the_defaults_or_replaces_them():
+    """What data= leaves out keeps its default (the prior's hyperparameters); replace_data=True
+    takes it whole. A key given with new rows beside a default of the old ones, and a value
+    outside its site's support, are named before any work, with the value received."""
+    default = zoo.get_model("beta_bernoulli").load_data()
+    a, b = default["a"], default["b"]
+    run = zoo.run("beta_bernoulli", "exact", data={"y": [1, 0, 1]})
+    assert run.summary.loc["p", "mean"] == pytest.approx((a + 2) / (a + b + 3))
+    assert run.data["a"] == a and run.data["y"].tolist() == [1, 0, 1]
+    missing = r"missing 'a' \(expected a float; replace_data=True takes the data whole"
+    with pytest.raises(ValueError, match=missing):
+        zoo.run("beta_bernoulli", "exact", data={"y": [1, 0, 1]}, replace_data=True)
+    with pytest.raises(ValueError, match="replace_data must be True or False, got 'yes'"):
+        zoo.run("beta_bernoulli", "exact", data={"y": [1, 0, 1]}, replace_data="yes")
+    n = len(zoo.get_model("linear_regression").load_data()["X"])
+    beside = rf"data\['y'\] has 3 rows, but data\['X'\] kept from the model's default data has {n}"
+    with pytest.raises(ValueError, match=beside + ": pass it too$"):
+        zoo.run("linear_regression", "nuts", data={"y": torch.randn(3)})
+    outside = (
+        r"^observed site 'y' of model 'beta_bernoulli' has values outside its support "
+        r"\(Boolean\(\)\): 2.0 at index \(2,\), 1 of 3 outside$"
+    )
+    with pytest.raises(ValueError, match=outside):
+        zoo.run("beta_bernoulli", "exact", data={"y": [1.0, 0.0, 2.0]})
 
 
 def test_good_user_data_is_accepted_and_converted():

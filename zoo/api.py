@@ -61,6 +61,7 @@ def prepare(
     engine: str,
     *,
     data: Mapping[str, Any] | None = None,
+    replace_data: bool = False,
     seed: int = 0,
     progress: bool | None = None,
     **options: Any,
@@ -74,7 +75,9 @@ def prepare(
     if data is None:
         checked = entry.load_data()
     else:
-        checked = check_data(entry.name, entry.model, entry.load_data(), data)
+        if not isinstance(replace_data, bool):
+            raise ZooError(f"replace_data must be True or False, got {replace_data!r}")
+        checked = check_data(entry.name, entry.model, entry.load_data(), data, replace=replace_data)
     opts = check_options(spec, {**entry.registered_options(engine), **options})
     if progress is None:
         progress = interactive()
@@ -140,18 +143,29 @@ def run(
     engine: str,
     *,
     data: Mapping[str, Any] | None = None,
+    replace_data: bool = False,
     seed: int = 0,
     progress: bool | None = None,
     **options: Any,
 ) -> Run:
     """Run one engine on one model: ``zoo.run("three_coin", "em", seed=0)``.
 
-    ``data`` defaults to the model's bundled dataset; ``options`` are the engine's (see
-    ``zoo info NAME``). Bad input raises ``ValueError`` before any work starts.
+    ``data``: the model's keyword arguments (``zoo info NAME`` lists them), merged over its
+    bundled dataset: what it leaves out keeps its default (``data={"y": ...}`` keeps the prior's
+    hyperparameters); ``replace_data=True`` takes ``data`` whole. ``options`` are the engine's
+    (see ``zoo info NAME``). Bad input raises ``ValueError`` before any work starts, naming
+    the key or site, what it expects and what it got.
     """
-    return execute(
-        prepare(name_or_entry, engine, data=data, seed=seed, progress=progress, **options)
+    prepared = prepare(
+        name_or_entry,
+        engine,
+        data=data,
+        replace_data=replace_data,
+        seed=seed,
+        progress=progress,
+        **options,
     )
+    return execute(prepared)
 
 
 def split_options(
@@ -206,11 +220,13 @@ def compare(
     *,
     seed: int = 0,
     data: Mapping[str, Any] | None = None,
+    replace_data: bool = False,
     progress: bool | None = None,
     **options: Any,
 ) -> Comparison:
     """Run several engines (default: every engine that applies) on one model and tabulate them
-    against the ground truth. A failed engine is recorded, never raised."""
+    against the ground truth. A failed engine is recorded, never raised. ``data`` and
+    ``replace_data`` as for :func:`run`."""
     entry = get_model(name_or_entry)
     if isinstance(engines, str):  # zoo.compare("m", "exact"): one engine, not its letters
         engines = [engines]
@@ -221,7 +237,10 @@ def compare(
         raise ZooError("compare needs at least one engine")
     per = split_options(entry, engines, options)
     prepared = [
-        prepare(entry, e, data=data, seed=seed, progress=progress, **per[e]) for e in engines
+        prepare(
+            entry, e, data=data, replace_data=replace_data, seed=seed, progress=progress, **per[e]
+        )
+        for e in engines
     ]
     runs = {p.engine: execute(p) for p in prepared}
     return comparison(entry, runs, prepared[0].data, seed=seed)

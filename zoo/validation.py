@@ -25,15 +25,22 @@ def describe(v: Any) -> str:
 
 
 def check_data(
-    name: str, model: Callable[..., Any], reference: Mapping[str, Any], data: Any
+    name: str,
+    model: Callable[..., Any],
+    reference: Mapping[str, Any],
+    data: Any,
+    *,
+    replace: bool = False,
 ) -> dict[str, Any]:
     """Validate ``data`` for model ``name`` against its default dataset ``reference``.
 
-    Every key of the default data must be present with the same number of dimensions; numbers
-    must be finite and inside the support of the site that observes them. The first dimension
-    (the number of observations) may differ, and so may the trailing ones where the model runs
-    on them (PPCA on 64 pixels where the default data have 6 columns); where it does not, the
-    error names the key whose shape differs from the default data's.
+    ``data`` is merged over the default data: a key it leaves out keeps its default value (the
+    prior's hyperparameters, say); ``replace=True`` takes ``data`` whole instead, and every key
+    must then be given. Each key must have the default's number of dimensions; numbers must be
+    finite and inside the support of the site that observes them. The first dimension (the
+    number of observations) may differ, and so may the trailing ones where the model runs on
+    them (PPCA on 64 pixels where the default data have 6 columns); where it does not, the
+    error names the key whose shape differs, and any default it was left beside.
     """
     if not isinstance(data, Mapping):
         raise ZooError(f"data must be a dict of keyword arguments, got {type(data).__name__}")
@@ -45,8 +52,12 @@ def check_data(
     out: dict[str, Any] = {}
     for key, expected in reference.items():
         if key not in data:
+            if not replace:
+                out[key] = expected
+                continue
             raise ZooError(
-                f"data for model {name!r} is missing {key!r} (expected {describe(expected)})"
+                f"data for model {name!r} is missing {key!r} (expected {describe(expected)}; "
+                "replace_data=True takes the data whole: leave it out to keep the defaults)"
             )
         out[key] = coerce(key, data[key], expected)
     reshaped = [
@@ -57,6 +68,8 @@ def check_data(
     try:
         check_support(name, model, out, reference)
     except ZooError:
+        if beside := _left_beside(out, reference, set(data)):
+            raise ZooError(beside) from None
         if reshaped:  # the model's failure comes from a shape it was not written for
             k = reshaped[0]
             raise ZooError(
@@ -65,6 +78,32 @@ def check_data(
             ) from None
         raise
     return out
+
+
+def _left_beside(
+    data: Mapping[str, Any], reference: Mapping[str, Any], given: set[str]
+) -> str | None:
+    """Why merged data fail, when they do because a key given with a new number of rows sits
+    beside a default of the old number (``y`` of 3 observations, the default ``X`` of 100)."""
+    for key in sorted(given):
+        new, old = data[key], reference[key]
+        if not (torch.is_tensor(new) and torch.is_tensor(old) and new.ndim and old.ndim):
+            continue
+        if new.shape[0] == old.shape[0]:
+            continue
+        kept = [
+            k
+            for k, v in reference.items()
+            if k not in given and torch.is_tensor(v) and v.ndim and v.shape[0] == old.shape[0]
+        ]
+        if kept:
+            names = ", ".join(f"data[{k!r}]" for k in kept)
+            return (
+                f"data[{key!r}] has {new.shape[0]} rows, but {names} kept from the model's "
+                f"default data {'has' if len(kept) == 1 else 'have'} {old.shape[0]}: pass "
+                f"{'it' if len(kept) == 1 else 'them'} too"
+            )
+    return None
 
 
 def _culprit(
@@ -158,7 +197,13 @@ def check_support(
     try:
         trace = trace_model(model, data, validate=True)
     except Exception as e:  # noqa: BLE001 - the model itself rejects the data
-        reason = one_line(e)
+        try:  # an observed value outside its site's support: named below, site and value
+            _check_observed(name, trace_model(model, data))
+        except ZooError:
+            raise
+        except Exception:  # noqa: BLE001, S110 - the model fails without the checks too
+            pass
+        reason = one_line(e).removesuffix(", but found invalid values:")
         culprit = _culprit(model, data, reference or {})
         if culprit is not None:
             value = data[culprit]
@@ -170,24 +215,34 @@ def check_support(
                 ) from None
             raise ZooError(f"{shown} does not fit model {name!r} ({reason})") from None
         raise ZooError(f"data does not fit model {name!r}: {reason}") from None
+    _check_observed(name, trace)
+
+
+def _check_observed(name: str, trace: Any) -> None:
+    """Every observed value inside its site's support and of the site's shape, or a ZooError
+    naming the site, what it expects and the first value it received outside it."""
     for site_name, site in trace.nodes.items():
         if site["type"] != "sample" or not site["is_observed"]:
             continue
         fn, value = site["fn"], site["value"]
         if isinstance(fn, pyro.distributions.Unit) or site["infer"].get("_deterministic"):
             continue
-        try:
-            inside = bool(fn.support.check(value).all())
-        except (NotImplementedError, RuntimeError, TypeError):  # cannot be checked on this value
-            inside = True
-        if not inside:
-            raise ZooError(
-                f"observed site {site_name!r} of model {name!r} has values outside its "
-                f"support ({fn.support})"
-            )
         want = tuple(fn.batch_shape + fn.event_shape)
         if tuple(value.shape) != want and want:
             raise ZooError(
                 f"observed site {site_name!r} of model {name!r} has shape "
                 f"{tuple(value.shape)}; expected {want}"
+            )
+        try:
+            inside = fn.support.check(value)
+        except (NotImplementedError, RuntimeError, TypeError):  # cannot be checked on this value
+            continue
+        if not bool(inside.all()):
+            where = tuple(int(i) for i in (~inside).nonzero()[0])
+            outside = value[where] if inside.shape == value.shape else value
+            shown = outside.item() if outside.numel() == 1 else outside.tolist()
+            raise ZooError(
+                f"observed site {site_name!r} of model {name!r} has values outside its "
+                f"support ({fn.support}): {shown!r} at index {where}, "
+                f"{int((~inside).sum())} of {inside.numel()} outside"
             )
