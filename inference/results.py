@@ -268,6 +268,8 @@ class ModelInfo:
     family: str = ""  # the module that registered it (zoo.models.conjugate: "conjugate")
     # where a user's model is defined, for zoo.load_models (engines.origin); None: the zoo's own
     origin: str | None = None
+    # each continuous latent site's support as (lower, upper): a figure's band stays inside it
+    bounds: Mapping[str, tuple[float, float]] = field(default_factory=dict)
 
 
 @dataclass

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyro
 import pyro.distributions as dist
 import pyro.poutine as poutine
 import torch
+from pyro.distributions import constraints
 from pyro.infer.autoguide.initialization import InitMessenger, init_to_median, init_to_sample
 from pyro.infer.inspect import site_is_deterministic
 from pyro.poutine.util import site_is_subsample
@@ -38,6 +40,8 @@ class ModelStructure:
     deterministic: tuple[str, ...] = ()
     factors: tuple[str, ...] = ()
     subsampled: tuple[str, ...] = ()
+    # each continuous latent site's support_bounds: (lower, upper) per element
+    bounds: Mapping[str, tuple[float, float]] = field(default_factory=dict)
 
     @property
     def latent(self) -> tuple[str, ...]:
@@ -88,11 +92,29 @@ def trace_model(
         return poutine.trace(blocked).get_trace(**data)
 
 
+def support_bounds(support: Any) -> tuple[float, float]:
+    """The (lower, upper) bounds of a distribution's support, per element (a simplex's and a
+    correlation matrix's elements: [0, 1] and [-1, 1]); unbounded ends are infinite."""
+    while hasattr(support, "base_constraint"):  # independent(...): the element's constraint
+        support = support.base_constraint
+    if support is constraints.simplex:
+        return 0.0, 1.0
+    if support in (constraints.corr_cholesky, constraints.corr_matrix):
+        return -1.0, 1.0
+    lo = getattr(support, "lower_bound", -math.inf)
+    hi = getattr(support, "upper_bound", math.inf)
+    try:
+        return float(lo), float(hi)
+    except (TypeError, ValueError, RuntimeError):  # bounds that are tensors of several values
+        return -math.inf, math.inf
+
+
 def inspect_model(model: Callable[..., Any], data: Mapping[str, Any]) -> ModelStructure:
     """Trace ``model(**data)`` once (prior draw) and classify its sample sites."""
     trace = trace_model(model, data)
     continuous, discrete, nonenum, observed, determ, factors = [], [], [], [], [], []
     shapes: dict[str, tuple[int, ...]] = {}
+    bounds: dict[str, tuple[float, float]] = {}
     nesting = 0
     for name, site in trace.nodes.items():
         if site["type"] != "sample" or site_is_subsample(site):
@@ -111,6 +133,7 @@ def inspect_model(model: Callable[..., Any], data: Mapping[str, Any]) -> ModelSt
                 (discrete if fn.has_enumerate_support else nonenum).append(name)
             else:
                 continuous.append(name)
+                bounds[name] = support_bounds(fn.support)
     return ModelStructure(
         tuple(continuous),
         tuple(discrete),
@@ -121,6 +144,7 @@ def inspect_model(model: Callable[..., Any], data: Mapping[str, Any]) -> ModelSt
         tuple(determ),
         tuple(factors),
         tuple(subsampled(trace)),
+        bounds,
     )
 
 

@@ -20,6 +20,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import matplotlib
+import matplotlib.colors
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -46,6 +48,17 @@ _PALETTE = (
     "#17becf",
     "#bcbd22",
     "#7f7f7f",
+    # tab20's light shades: a page of up to 20 engines has no two alike
+    "#aec7e8",
+    "#ffbb78",
+    "#98df8a",
+    "#ff9896",
+    "#c5b0d5",
+    "#c49c94",
+    "#f7b6d2",
+    "#9edae5",
+    "#dbdb8d",
+    "#c7c7c7",
 )
 
 
@@ -60,8 +73,13 @@ class FigureImage:
 
 
 def engine_colors(engines: Iterable[str]) -> dict[str, str]:
-    """A fixed colour per engine, the same in every figure of a page."""
-    return {e: _PALETTE[i % len(_PALETTE)] for i, e in enumerate(engines)}
+    """A fixed colour per engine, the same in every figure of a page, no two alike (past
+    :data:`_PALETTE`'s 20, evenly spaced hues)."""
+    engines = list(engines)
+    if len(engines) <= len(_PALETTE):
+        return dict(zip(engines, _PALETTE, strict=False))
+    hues = matplotlib.colormaps["hsv"](np.linspace(0, 1, len(engines), endpoint=False))
+    return {e: matplotlib.colors.to_hex(c) for e, c in zip(engines, hues, strict=True)}
 
 
 def to_base64_png(fig: Figure, *, crop: bool = True) -> str:
@@ -278,6 +296,8 @@ def optimisation_figure(cmp: Comparison, colors: dict[str, str]) -> FigureImage 
         return None
     fig = Figure(figsize=(4.8 * len(panels), 3.0))
     exact = None if cmp.truth is None else cmp.truth.log_evidence
+    ranges: dict[str, tuple[float, float]] = {}  # each ELBO's range after its first 10%
+    below: list[str] = []
     for i, (kind, traces) in enumerate(panels):
         ax = fig.add_subplot(1, len(panels), i + 1)
         for engine, y in traces.items():
@@ -290,12 +310,12 @@ def optimisation_figure(cmp: Comparison, colors: dict[str, str]) -> FigureImage 
                 tail = y[y.size // 10 :]
                 tail = tail[np.isfinite(tail)]
                 if tail.size:
-                    lo, hi = np.percentile(tail, 1), max(np.nanmax(tail), exact or -np.inf)
-                    span = max(hi - lo, 1e-6)
-                    ax.set_ylim(lo - 0.1 * span, hi + 0.15 * span)
+                    ranges[engine] = (float(np.percentile(tail, 1)), float(np.max(tail)))
             else:
                 ax.plot(x - 1, y, "o-", color=colors[engine], ms=3, lw=1.2, label=f"{engine}")
                 ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        if kind == "elbo" and ranges:
+            below = elbo_axis(ax, ranges, exact)
         if kind == "elbo" and exact is not None and np.isfinite(exact):
             ax.axhline(exact, color="black", lw=1.4, ls="--", label="exact log evidence")
         ax.set_xlabel("step" if kind == "elbo" else "iteration", fontsize=9)
@@ -306,11 +326,36 @@ def optimisation_figure(cmp: Comparison, colors: dict[str, str]) -> FigureImage 
         ax.spines[["top", "right"]].set_visible(False)
         ax.legend(fontsize=7, frameon=False, loc="lower right")
     caption = "ELBO: raw (faint) and running mean; the dashed line is the exact log evidence."
+    if below:
+        caption += (
+            " Clipped below the axis: "
+            + ", ".join(f"{e} (down to {ranges[e][0]:.4g})" for e in below)
+            + "."
+        )
     if not elbo:
         caption = "Log likelihood at each EM iteration."
     elif ll:
         caption += " EM: log likelihood at each iteration."
     return FigureImage("optimisation", "Optimisation traces", caption, to_base64_png(fig))
+
+
+ELBO_SPANS = 20  # the ELBO panel spans this many of the steadiest trace's spans below the best
+
+
+def elbo_axis(ax: Any, ranges: Mapping[str, tuple[float, float]], exact: float | None) -> list[str]:
+    """Fit the ELBO panel's y-axis to the traces' ranges ``(1st percentile, max)`` after their
+    first 10%: from :data:`ELBO_SPANS` spans of the steadiest trace below the best ELBO (every
+    trace's best in view), so that one engine's fall (pathfinder along a path into a funnel)
+    does not flatten the others. Returns the engines whose trace the axis clips."""
+    best = max(h for _, h in ranges.values())
+    steadiest = max(min(h - lo for lo, h in ranges.values()), 1e-6)
+    window = ELBO_SPANS * steadiest
+    lo = max(min(lo for lo, _ in ranges.values()), best - window)
+    lo = min(lo, min(h for _, h in ranges.values()) - 0.1 * window)
+    hi = max(best, exact) if exact is not None and np.isfinite(exact) else best
+    span = max(hi - lo, 1e-6)
+    ax.set_ylim(lo - 0.1 * span, hi + 0.15 * span)
+    return [e for e, (low, _) in ranges.items() if low < lo - 0.1 * span]
 
 
 def shown_chains(ranks: Sequence[np.ndarray], limit: int = MAX_TRACE_CHAINS) -> np.ndarray:

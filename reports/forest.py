@@ -50,8 +50,9 @@ def forest_intervals(cmp: Comparison) -> dict[str, list[Interval]]:
         parsed = parse_row(row)
         if parsed is None or parsed[0] in discrete:
             continue
+        lo, hi = cmp.model.bounds.get(parsed[0], (-np.inf, np.inf))  # the band in the support
         lines = [
-            Interval(str(row), source, m[i], m[i] - h[i], m[i] + h[i])
+            Interval(str(row), source, m[i], max(m[i] - h[i], lo), min(m[i] + h[i], hi))
             for source, (m, h) in columns.items()
             if np.isfinite(m[i])
         ]
@@ -190,7 +191,8 @@ def forest_figure(cmp: Comparison, colors: Mapping[str, str]) -> FigureImage | N
     caption = (
         "Each engine's posterior mean (dot) and mean \u00b1 2 sd (line) for every parameter"
         + ("; grey band and black line: the truth's mean \u00b1 2 sd and mean" if cmp.truth else "")
-        + "; a dot without a line is a point estimate."
+        + "; a dot without a line is a point estimate. Lines and bands stop at the edge of "
+        "each parameter's support."
     )
     if left:
         caption += (

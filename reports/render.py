@@ -330,6 +330,20 @@ def user_sources(cmp: Comparison) -> tuple[list[str], bool]:
     return list(dict.fromkeys(o for o in found if o)), "" in found
 
 
+BEYOND_SEEDS = "beyond the seeds: "  # a seed_ref's prefix for a model not from the lecture notes
+
+
+def source_line(seed_ref: str) -> dict[str, str] | None:
+    """Where a model comes from, labelled for a page: the lecture notes' sections (the seed
+    documents: ``000 §2.1.3``), another source (``Inference Gym, Banana``), or None (a user's
+    model that says nothing)."""
+    if not seed_ref:
+        return None
+    if seed_ref.startswith(BEYOND_SEEDS):
+        return {"label": "Source", "text": seed_ref.removeprefix(BEYOND_SEEDS)}
+    return {"label": "Lecture notes", "text": seed_ref}
+
+
 def reproduce(cmp: Comparison) -> dict[str, Any]:
     """How to get this page's numbers again: the Python calls and the command lines, per engine
     with its options (those left at their default, None, omitted), the seed and profile, the
@@ -430,6 +444,7 @@ def model_context(
         "description": info.description,
         "doc": info.doc,
         "seed_ref": info.seed_ref,
+        "source": source_line(info.seed_ref),
         "profile": cmp.profile,
         "seed": cmp.seed,
         "generated": generated or now_utc(),
@@ -658,6 +673,7 @@ def render_index(
         "columns": columns,
         "rows": index_rows(models, columns),
         "engines": index_engines(models),
+        "ran": [e for e in index_engines(models) if any(e in m["engines"] for m in models)],
         "families": families(models),
         "summary": summary,
         # the generic engines (the matrix's columns) and the zoo-wide lines lead; the models'

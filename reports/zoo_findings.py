@@ -45,6 +45,7 @@ def zoo_findings(models: Sequence[Mapping[str, Any]], generic: Sequence[str] = (
     fastest that agrees with the truth and which has the most effective draws per second.
     ``generic`` orders the engines (the rest follow by name)."""
     out: list[Finding] = []
+    with_truth = {m["name"] for m in models if m.get("truth")}
     for engine in _engine_order(models, generic):
         cells = [(m["name"], m["engines"][engine]) for m in models if engine in m["engines"]]
         n = len(cells)
@@ -54,22 +55,26 @@ def zoo_findings(models: Sequence[Mapping[str, Any]], generic: Sequence[str] = (
         agree = [name for name, c in judged if c.get("accuracy") == "good"]
         parts: list[str] = []
         level = "good"
-        if judged:
-            parts.append(f"agrees with the truth on {len(agree)} of {_count(len(judged), 'model')}")
-            if len(agree) < len(judged):
-                level = "warn" if 2 * len(agree) >= len(judged) else "bad"
+        for against, which in (("the truth", True), ("the reference run", False)):
+            some = [name for name, _ in judged if (name in with_truth) == which]
+            if some:
+                good = sum(name in agree for name in some)
+                parts.append(f"agrees with {against} on {good} of {_count(len(some), 'model')}")
+        if len(agree) < len(judged):
+            level = "warn" if 2 * len(agree) >= len(judged) else "bad"
         for key, word in (("sd_under", "under"), ("sd_over", "over")):
             vals = [float(c[key]) for _, c in judged if is_finite(c.get(key))]
             if vals:
                 parts.append(
-                    f"{word}-estimates posterior sds on {len(vals)} of {len(judged)}, "
-                    f"by {_pct_range(vals)}"
+                    f"{word}-estimates some posterior sds on {len(vals)} of "
+                    f"{_count(len(judged), 'model')}, by up to {_pct_range(vals)}"
                 )
                 level = max(level, "warn", key=LEVELS.index)
         means = [float(c["mean_off"]) for _, c in judged if is_finite(c.get("mean_off"))]
         if means:
             parts.append(
-                f"means off by more than noise on {len(means)} of {len(judged)} (up to "
+                f"means off by more than noise on {len(means)} of "
+                f"{_count(len(judged), 'model')} (up to "
                 f"{max(means):.2f} posterior sd)"
             )
             level = max(level, "warn", key=LEVELS.index)

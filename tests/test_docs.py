@@ -100,3 +100,16 @@ def test_the_site_builds_without_warnings(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     pages = {p.stem for p in (tmp_path / "html" / "gallery").glob("*.html")}
     assert set(zoo.list_models()) <= pages
+
+
+def test_the_engines_the_guides_show_are_three_coins() -> None:
+    """The README's and the running guide's ``entry.engines`` comments: three_coin's engines."""
+    import re
+
+    want = zoo.get_model("three_coin").engines
+    root = Path(__file__).resolve().parents[1]
+    for path in (root / "README.md", root / "docs" / "guide" / "running.md"):
+        text = path.read_text(encoding="utf-8")
+        shown = re.search(r"entry\.engines  # \(([^)]*)\)", text.replace("\n#", "")).group(1)
+        names = [n.strip(" '") for n in shown.split(",") if n.strip(" '") != "..."]
+        assert tuple(names) == want[: len(names)] and len(names) >= 8, path.name

@@ -411,3 +411,39 @@ def test_uncropped_figures_lay_themselves_out_inside_their_canvas(monkeypatch) -
         width, height = fig.get_size_inches()
         assert box.x0 >= 0 and box.y0 >= 0, box
         assert box.x1 <= width + 0.005 and box.y1 <= height + 0.005, (box, width, height)
+
+
+def test_forest_lines_and_bands_stop_at_the_support() -> None:
+    """eight_schools' tau > 0: its truth's mean - 2 sd is below zero, and the band stops at 0."""
+    from zoo_reports.forest import forest_intervals
+
+    cmp = zoo.compare("eight_schools", ["svi"], progress=False, num_steps=50, num_samples=100)
+    assert cmp.model.bounds["tau"] == (0.0, float("inf"))
+    assert cmp.model.bounds["mu"] == (-float("inf"), float("inf"))
+    mean, sd = cmp.truth.rows()["tau"]
+    assert mean - 2 * sd < 0
+    (truth,) = [iv for iv in forest_intervals(cmp)["tau"] if iv.source == "truth"]
+    assert truth.lo == 0.0 and truth.hi == pytest.approx(mean + 2 * sd)
+
+
+def test_elbo_panel_is_not_flattened_by_one_engines_fall() -> None:
+    """An ELBO that falls far below the others' (pathfinder along a path into a funnel) is
+    clipped, and the caption says so, instead of setting the axis for every trace."""
+    from matplotlib.figure import Figure
+
+    from zoo_reports.figures import ELBO_SPANS, elbo_axis
+
+    ax = Figure().add_subplot()
+    ranges = {"svi": (-35.0, -30.0), "svi_flow": (-40.0, -31.0), "pathfinder": (-2e5, -31.0)}
+    assert elbo_axis(ax, ranges, exact=-30.5) == ["pathfinder"]
+    # from ELBO_SPANS of svi's span (5) below the best (-30), with a 10% / 15% margin
+    window = ELBO_SPANS * 5.0
+    assert ax.get_ylim() == pytest.approx((-30.0 - 1.1 * window, -30.0 + 0.15 * window))
+
+
+@pytest.mark.parametrize("n", [14, 20, 27])
+def test_every_engine_of_a_page_has_its_own_colour(n: int) -> None:
+    from zoo_reports.figures import engine_colors
+
+    colors = engine_colors([f"e{i}" for i in range(n)])
+    assert len(set(colors.values())) == n

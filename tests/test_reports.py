@@ -415,6 +415,12 @@ def test_index_cell_is_green_only_when_means_and_sds_are_right() -> None:
     assert 'class="entry good" href="beta_bernoulli.html#engine-exact"' in index
     svi = summary["engines"]["svi"]["accuracy"]
     assert f'class="entry {svi}" href="beta_bernoulli.html#engine-svi"' in index
+    # an ok run that is badly off: its badge says so, not "ok" on a red cell
+    summary["engines"]["svi"].update(status="ok", accuracy="bad")
+    index = reports.render_index([summary], profile="smoke")["index.html"]
+    cell = index.split('class="entry bad" href="beta_bernoulli.html#engine-svi"')[1]
+    cell = cell.split("</a>")[0]
+    assert '<span class="status off"' in cell and 'class="status ok"' not in cell
 
 
 def test_a_model_without_docstring_has_no_empty_model_box(registry) -> None:
@@ -752,6 +758,7 @@ def synthetic_models():
         {
             "name": "a",
             "family": "conjugate",
+            "truth": "closed form",
             "parameters": 1,
             "page": "a.html",
             "applicable": ["svi", "nuts", "mh", "exact"],
@@ -767,6 +774,7 @@ def synthetic_models():
         {
             "name": "b",
             "family": "conjugate",
+            "truth": "closed form",
             "parameters": 2,
             "page": "b.html",
             "applicable": ["svi", "nuts", "mh", "cavi"],
@@ -799,16 +807,17 @@ def test_zoo_summary_says_where_each_engine_wins_and_fails() -> None:
     found = zoo_findings(synthetic_models(), ["svi", "nuts", "mh", "laplace"])
     text = {f.engine: f.text for f in found}
     assert text["svi"] == (
-        "svi: agrees with the truth on 1 of 3 models; under-estimates posterior sds on 2 of 3, "
-        "by 7.0\u201365%."
+        "svi: agrees with the truth on 0 of 2 models; agrees with the reference run on 1 of 1 "
+        "model; under-estimates some posterior sds on 2 of 3 models, by up to 7.0\u201365%."
     )
     assert text["nuts"] == (
-        "nuts: agrees with the truth on 3 of 3 models; unreliable on 1 of 3 models "
+        "nuts: agrees with the truth on 2 of 2 models; agrees with the reference run on 1 of 1 "
+        "model; unreliable on 1 of 3 models "
         "(divergences on 1); 1 of the 1 model with more than 10 parameters, 0 of the 2 with "
         "at most 10."
     )
     assert text["mh"].startswith("mh: agrees with the truth on 0 of 2 models;")
-    assert "means off by more than noise on 1 of 2 (up to 1.20 posterior sd)" in text["mh"]
+    assert "means off by more than noise on 1 of 2 models (up to 1.20 posterior sd)" in text["mh"]
     assert "unreliable on 1 of 2 models (R\u0302 > 1.01 on 1, ESS < 100 on 1)" in text["mh"]
     assert text["laplace"] == "laplace: failed on 1 of 1 model (c)."
     assert [f.engine for f in found][:4] == ["svi", "nuts", "mh", "laplace"]  # generic first

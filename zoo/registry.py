@@ -262,6 +262,7 @@ class ModelEntry:
             math=tuple(self.math),
             family=str(getattr(self.model, "__module__", "") or "").removeprefix("zoo.models."),
             origin=origin(self.model),
+            bounds=dict(self.structure.bounds),
         )
 
     # -------------------------------------------------------------- engines
