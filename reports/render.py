@@ -37,7 +37,7 @@ from zoo_inference.verdict import (
 )
 
 from .extras import page_extras
-from .figures import FigureImage
+from .figures import FigureImage, parse_row
 from .findings import (
     MODEL_SCORES,
     Finding,
@@ -59,6 +59,9 @@ ERROR_GOOD = 0.25  # |mean - truth| / truth_sd below this: green in the tables
 ERROR_BAD = 1.0  # at or above this: red
 MAX_TABLE_ROWS = 60  # posterior table rows on a page (all of them are in the CSV and JSON)
 MAX_JSON_DATA_VALUES = 100_000  # a model's data goes into its JSON up to this many numbers
+# a run's summary goes into the page's JSON whole up to this many rows; past it (a VAE's 15,000
+# local latents), the rows of the sites the page compares (every row stays in the run's cell)
+MAX_JSON_SUMMARY_ROWS = 1000
 RUN_COLUMNS = (
     "status",
     "wall_time_s",
@@ -490,6 +493,15 @@ def _as_array(v: Any) -> Any:
     return v.detach().cpu().numpy() if hasattr(v, "detach") else v
 
 
+def json_summary(summary: pd.DataFrame, compared: Sequence[str]) -> pd.DataFrame:
+    """The summary rows a page's JSON holds: all, or past :data:`MAX_JSON_SUMMARY_ROWS` those
+    of the ``compared`` sites (at most that many)."""
+    if len(summary) <= MAX_JSON_SUMMARY_ROWS:
+        return summary
+    keep = [r for r in summary.index if (parse_row(r) or (None,))[0] in set(compared)]
+    return summary.loc[keep[:MAX_JSON_SUMMARY_ROWS]]
+
+
 def model_json(cmp: Comparison, ctx: Mapping[str, Any]) -> dict[str, Any]:
     """The machine-readable page: every number of the page and every run's diagnostics."""
     runs = {}
@@ -499,7 +511,8 @@ def model_json(cmp: Comparison, ctx: Mapping[str, Any]) -> dict[str, Any]:
         runs[engine] = {
             **run_record(run),
             "scores": row["scores"],
-            "summary": frame_records(run.summary) if run.ok else {},
+            "summary": frame_records(json_summary(run.summary, cmp.model.params)) if run.ok else {},
+            "summary_rows": len(run.summary),
         }
     keys = (
         "name",

@@ -968,9 +968,10 @@ def test_a_long_runs_draws_are_kept_thinned_for_the_figures(monkeypatch) -> None
 
     run = zoo.run("beta_bernoulli", "svi", seed=0, num_samples=10_000, num_steps=50)
     kept = store.stored_form(run)
-    assert kept.idata.posterior.sizes["draw"] == 3334  # every 3rd: ceil(10000 / 4000)
-    np.testing.assert_array_equal(kept.idata.posterior.p.values, run.idata.posterior.p[:, ::3])
-    assert kept.extras[STORED_KEY] == {"draws": 10_000, "every": 3}
+    assert store.MAX_STORED_DRAWS == 2000
+    assert kept.idata.posterior.sizes["draw"] == 2000  # every 5th: ceil(10000 / 2000)
+    np.testing.assert_array_equal(kept.idata.posterior.p.values, run.idata.posterior.p[:, ::5])
+    assert kept.extras[STORED_KEY] == {"draws": 10_000, "every": 5}
     assert "log_likelihood" not in kept.idata.groups() and kept.extras["loo"]["n_obs"] > 0
     pd.testing.assert_frame_equal(kept.summary, run.summary)
     assert n_eff(kept, "p") == n_eff(run, "p") == 10_000
@@ -978,3 +979,13 @@ def test_a_long_runs_draws_are_kept_thinned_for_the_figures(monkeypatch) -> None
     assert store.stored_form(run).idata.posterior.sizes["draw"] == 1000
     short = zoo.run("beta_bernoulli", "exact", seed=0, num_samples=100)
     assert store.stored_form(short) is short  # nothing to thin, no log-likelihood: as it is
+
+
+def test_a_page_json_holds_the_compared_rows_of_a_huge_summary() -> None:
+    from zoo_reports.render import MAX_JSON_SUMMARY_ROWS, json_summary
+
+    rows = [f"z[{i}]" for i in range(MAX_JSON_SUMMARY_ROWS + 1)] + ["w[0]", "w[1]", "s"]
+    summary = pd.DataFrame({"mean": np.arange(len(rows), dtype=float)}, index=rows)
+    assert list(json_summary(summary, ["w", "s"]).index) == ["w[0]", "w[1]", "s"]
+    assert json_summary(summary.iloc[:10], ["w"]) is not None
+    assert len(json_summary(summary.iloc[:10], ["w"])) == 10  # small: whole

@@ -300,8 +300,8 @@ class Unusable(ValueError):
         self.kind = kind
 
 
-MAX_STORED_DRAWS = 4000  # posterior draws a report keeps of a run (every chain thinned evenly)
-MAX_STORED_BYTES = 8_000_000  # ... and at most this much of them (a VAE's 15,000 local latents)
+MAX_STORED_DRAWS = 2000  # posterior draws a report keeps of a run (every chain thinned evenly)
+MAX_STORED_BYTES = 4_000_000  # ... and at most this much of them (a VAE's 15,000 local latents)
 
 
 def stored_form(run: Run) -> Run:
