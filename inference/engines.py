@@ -13,7 +13,6 @@ import dataclasses
 import difflib
 import inspect
 import numbers
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -613,7 +612,7 @@ def origin(obj: Any) -> str | None:
     name = str(getattr(obj, "__module__", "") or "")
     if name.split(".")[0] in BUILT_IN_PACKAGES:
         return None
-    module = sys.modules.get(name)
+    module = inspect.getmodule(obj)
     importable = getattr(module, "__spec__", None) is not None and name != "__main__"
     if importable and not name.startswith(FILE_MODULE_PREFIX):
         return name

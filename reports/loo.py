@@ -109,15 +109,13 @@ def _plain(value: Any) -> Any:
 
 def _elpd_data(plain: dict[str, Any]) -> Any:
     """ArviZ's ELPDData again, from :func:`pointwise_loo`'s ``elpd``."""
-    from arviz.stats.stats_utils import ELPDData
-
     values = {
         key: xr.DataArray(np.asarray(v, dtype=float), dims=("observation",))
         if key in POINTWISE
         else v
         for key, v in plain.items()
     }
-    return ELPDData(data=list(values.values()), index=list(values))
+    return arviz().stats.ELPDData(data=list(values.values()), index=list(values))
 
 
 def loo_comparison(cmp: Comparison) -> dict[str, Any] | None:

@@ -86,7 +86,11 @@ def load_models(sources: Sequence[str]) -> None:
 def cmd_list(args: argparse.Namespace) -> int:
     import zoo
 
-    for name in zoo.list_models():
+    try:
+        names = zoo.list_models(suite=args.suite)
+    except zoo.ZooError as e:
+        raise UsageError(str(e)) from None
+    for name in names:
         entry = zoo.get_model(name)
         head = f"{name:<28} "
         print(head + _cut(entry.description, WIDTH - len(head)))
@@ -273,8 +277,16 @@ def _write_comparison(cmp: Any, out: Path) -> None:
 def cmd_report(args: argparse.Namespace) -> int:
     import zoo
 
+    names = list(args.names)
+    if args.suite is not None:
+        try:
+            names += [n for n in zoo.list_models(suite=args.suite) if n not in names]
+        except zoo.ZooError as e:
+            raise UsageError(str(e)) from None
+        if not names:
+            raise UsageError(f"suite {args.suite!r} has no models")
     path = zoo.report(
-        args.names or None,
+        names or None,
         out=args.out,
         profile=args.profile,
         seed=args.seed,
@@ -374,6 +386,9 @@ def build_parser() -> argparse.ArgumentParser:
         )
 
     lst = sub.add_parser("list", help="list registered models")
+    lst.add_argument(
+        "--suite", help="only one suite's: seeds, gym, posteriordb (its reference posteriors), user"
+    )
     models_arg(lst)
     lst.set_defaults(fn=cmd_list)
     info = sub.add_parser("info", help="describe a model, its data and engines")
@@ -415,6 +430,10 @@ def build_parser() -> argparse.ArgumentParser:
         "failed; --fresh runs every cell.",
     )
     rep.add_argument("names", nargs="*", help="models (default: all)")
+    rep.add_argument(
+        "--suite",
+        help="every model of one suite, opt-in ones included: seeds, gym, posteriordb, user",
+    )
     rep.add_argument("--out", default="zoo-report", help="the report's folder (zoo-report)")
     rep.add_argument("--profile", default="quick", help=PROFILES_HELP)
     rep.add_argument("--engines", help="comma-separated (default: every engine that applies)")

@@ -725,10 +725,30 @@ def rediscover() -> None:
     _discover()
 
 
-def list_models() -> list[str]:
-    """Sorted names of every registered model."""
+SUITES = ("seeds", "gym", "posteriordb", "user")
+_SUITE_OF_FAMILY = {"gym": "gym", "posteriordb": "posteriordb"}
+
+
+def suite_of(entry: ModelEntry) -> str:
+    """A model's suite, from where it is registered: ``gym`` (the Inference Gym's targets),
+    ``posteriordb`` (its reference posteriors), ``seeds`` (the lecture notes' models: the other
+    modules of zoo.models) or ``user`` (a model registered anywhere else)."""
+    module = str(getattr(entry.model, "__module__", "") or "")
+    if not module.startswith("zoo.models."):
+        return "user"
+    return _SUITE_OF_FAMILY.get(module.removeprefix("zoo.models."), "seeds")
+
+
+def list_models(suite: str | None = None) -> list[str]:
+    """Sorted names of every registered model, or of one suite's (:data:`SUITES`:
+    ``zoo.list_models(suite="posteriordb")``)."""
     _discover()
-    return sorted(_REGISTRY)
+    if suite is None:
+        return sorted(_REGISTRY)
+    if suite not in SUITES:
+        raise ZooError(f"unknown suite {suite!r}; the suites are {', '.join(SUITES)}")
+    with _LOCK:
+        return sorted(n for n, e in _REGISTRY.items() if suite_of(e) == suite)
 
 
 def get_model(name: str | ModelEntry) -> ModelEntry:

@@ -11,6 +11,7 @@ from . import (  # noqa: F401
     hierarchical,
     mixtures,
     nonparametric,
+    posteriordb,
     regression,
     sequential,
     state_space,

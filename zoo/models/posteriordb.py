@@ -1,0 +1,251 @@
+"""posteriordb's reference posteriors (stan-dev/posteriordb, BSD-3-Clause; Magnusson, Bürkner &
+Vehtari 2022, "posteriordb: a set of posteriors for Bayesian inference and probabilistic
+programming"), each a Pyro translation of its Stan program, with posteriordb's reference
+draws as its truth.
+
+Each zoo model reads like its Stan program and keeps Stan's parameter names (Stan's ``beta``
+vector is the site ``beta``, its ``beta[1]`` the summary row ``beta[0]``); posteriors that share
+a program's form share a model function, and each is registered as ``pdb_<posterior>`` (``-``
+as ``_``) on its own data, with the design its program's ``transformed data`` block builds. A
+parameter without a prior statement gets Stan's implicit flat prior on its support
+(``ImproperUniform``). The data are float64, as Stan's: a translation's log joint minus Stan's
+log density is then constant to about 1e-12 at the reference draws (tests/test_posteriordb.py
+reads Stan's values from tests/data/stan_log_densities.json, written by
+benchmarks/stan_log_densities.py).
+
+The truth is the reference posterior, on the posterior's own data only: each parameter's mean
+and sd, and the mean's Monte-Carlo standard error (ESS-based); its E[x^2], Var[x^2] and 5/50/95%
+quantiles with their standard errors are in ``zoo_datasets.posteriordb.posteriordb_reference``.
+
+Every posterior here is ``opt_in``: a whole-zoo report leaves them out; ``zoo report
+pdb_kidiq_kidscore_momiq ...`` runs one.
+
+Adding a posterior: add its name to ``benchmarks/posteriordb_vendor.py``'s ``POSTERIORS`` and
+run it (data, program and reference land in datasets/posteriordb/), write or reuse the model
+function here and register it with :func:`posterior` and the design its program builds, then
+run benchmarks/stan_log_densities.py for Stan's log densities at its reference draws.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pyro
+import pyro.distributions as dist
+import torch
+from pyro.distributions import constraints
+
+import zoo
+from zoo_datasets.posteriordb import posteriordb_data, posteriordb_reference
+
+SOURCE = "posteriordb reference posterior"
+_ELEMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_.]*)(?:\[([0-9,]+)\])?$")
+
+
+def flat(support: constraints.Constraint, *shape: int) -> dist.ImproperUniform:
+    """Stan's implicit prior on a parameter without a prior statement: flat on its support."""
+    return dist.ImproperUniform(support, (), tuple(shape))
+
+
+def reference_truth(posterior: str, params: tuple[str, ...]) -> zoo.GroundTruth:
+    """The reference posterior's mean, sd and the mean's standard error per site, from Stan's
+    elements (``beta[1]`` .. ``beta[K]``, 1-based) gathered into arrays of the sites' shapes."""
+    ref = posteriordb_reference(posterior)
+    found: dict[str, dict[tuple[int, ...], dict[str, float]]] = {}
+    for element, values in ref["parameters"].items():
+        m = _ELEMENT.match(element)
+        if m is None:
+            raise ValueError(f"{posterior}: unreadable parameter name {element!r}")
+        index = tuple(int(i) - 1 for i in m.group(2).split(",")) if m.group(2) else ()
+        found.setdefault(m.group(1), {})[index] = values
+    if sorted(found) != sorted(params):
+        raise ValueError(f"{posterior}: reference parameters {sorted(found)} != {sorted(params)}")
+    out: dict[str, dict[str, np.ndarray]] = {"mean": {}, "sd": {}, "mean_mcse": {}}
+    for site, elements in found.items():
+        shape = tuple(max(i[d] for i in elements) + 1 for d in range(len(next(iter(elements)))))
+        for key in out:
+            arr = np.full(shape, np.nan)
+            for index, values in elements.items():
+                arr[index] = values[key]
+            out[key][site] = arr
+    return zoo.GroundTruth(
+        mean=out["mean"],
+        sd=out["sd"],
+        mean_se=out["mean_mcse"],
+        source=f"{SOURCE} {posterior} ({ref['snapshot']}; 10 chains x 1,000 draws)",
+    )
+
+
+def posterior(
+    name: str,
+    model: Callable[..., Any],
+    data: Callable[[], dict[str, Any]],
+    *,
+    params: tuple[str, ...],
+    math: list[str],
+    story: str,
+) -> Any:
+    """Register posteriordb's ``name`` (``"kidiq-kidscore_momiq"``) as ``pdb_kidiq_kidscore_momiq``:
+    ``model`` on ``data()``, its reference as the truth on that data alone."""
+    ref = posteriordb_reference(name)
+    doc = (
+        f"{story}\n\n    posteriordb: {name} (data {ref['data']}, Stan program {ref['model']});"
+        f" keywords: {', '.join(ref['keywords'])}; source: {ref['urls']} ({ref['references']}).\n"
+        f"\n{model.__doc__ or ''}"
+    )
+
+    def truth(**given: Any) -> zoo.GroundTruth | None:
+        """The reference, on the posterior's own data only."""
+        same = all(_same(given.get(k), v) for k, v in data().items())
+        return reference_truth(name, params) if same else None
+
+    return zoo.register(
+        f"pdb_{name.replace('-', '_')}",
+        model=model,
+        data=lambda seed=0: data(),
+        ground_truth=truth,
+        params=params,
+        opt_in=True,
+        seed_ref=f"beyond the seeds: posteriordb, {name}",
+        math=math,
+        doc=doc,
+    )
+
+
+def _same(a: Any, b: Any) -> bool:
+    if torch.is_tensor(b):
+        return torch.is_tensor(a) and a.shape == b.shape and torch.equal(a.to(b.dtype), b)
+    return a == b
+
+
+# --------------------------------------------------------------------------- ARM regressions
+
+
+def normal_regression(y: torch.Tensor, X: torch.Tensor, sigma_scale: float = 0.0) -> None:
+    """The ARM book's linear regressions in Stan (Gelman & Hill 2007)::
+
+        beta  ~ flat on R^K                      (no prior statement)
+        sigma ~ Cauchy(0, sigma_scale), sigma > 0 (sigma_scale 0: flat on sigma > 0)
+        y_n   ~ Normal(X_n . beta, sigma),  n = 1..N
+
+            (beta, sigma) ----> [y_n]   n = 1..N       X: the program's design
+
+    ``X``'s columns are the linear predictor's terms, as the program's ``transformed data``
+    block builds them (an intercept's column of ones first).
+    """
+    beta = pyro.sample("beta", flat(constraints.real, X.shape[-1]))
+    if sigma_scale > 0:
+        sigma = pyro.sample("sigma", dist.HalfCauchy(torch.as_tensor(sigma_scale, dtype=X.dtype)))
+    else:
+        sigma = pyro.sample("sigma", flat(constraints.positive))
+    with pyro.plate("n", y.shape[0]):
+        pyro.sample("y", dist.Normal(beta @ X.T, sigma), obs=y)  # X beta, for a batch of betas
+
+
+def _kidiq(
+    source: str, terms: Callable[[dict[str, torch.Tensor]], list[torch.Tensor]], scale: float
+):
+    """The design of one kidiq program: ``terms`` of the data's columns (after the intercept),
+    computed in float64 as the program's transformed data computes them, then in torch's
+    default dtype (float64 inside ``zoo_inference.reference.default_dtype(torch.float64)``)."""
+
+    def data() -> dict[str, Any]:
+        raw = posteriordb_data(source)
+        cols = {
+            k: torch.tensor(v, dtype=torch.float64) for k, v in raw.items() if isinstance(v, list)
+        }
+        X = torch.stack([torch.ones_like(cols["kid_score"]), *terms(cols)], dim=-1)
+        dtype = torch.get_default_dtype()
+        return {"y": cols["kid_score"].to(dtype), "X": X.to(dtype), "sigma_scale": scale}
+
+    return data
+
+
+def _centred(x: torch.Tensor) -> torch.Tensor:
+    return x - x.mean()
+
+
+def _standardised(x: torch.Tensor) -> torch.Tensor:
+    """Gelman's scaling by two sds (Stan's ``sd``: the sample sd)."""
+    return (x - x.mean()) / (2 * x.std(unbiased=True))
+
+
+KIDIQ_STORY = (
+    "Children's cognitive test scores (kid_score, 434 three- and four-year-olds) regressed on "
+    "their mothers' {what}: Gelman & Hill (2007), ARM ch. {chapter}."
+)
+KIDIQ_MATH = [
+    r"\sigma \sim \mathrm{HalfCauchy}(2.5), \quad \beta \sim \mathrm{flat}",
+    r"\mathrm{kid\_score}_n \sim \mathcal{N}(x_n^\top \beta,\, \sigma^2)",
+]
+MOM_WORK_MATH = [
+    r"\beta \sim \mathrm{flat}, \quad \sigma \sim \mathrm{flat\ on}\ (0, \infty)",
+    r"\mathrm{kid\_score}_n \sim \mathcal{N}(x_n^\top \beta,\, \sigma^2)",
+]
+KIDIQ = {
+    # posterior: (data, terms after the intercept, sigma's Cauchy scale, what the story says)
+    "kidiq-kidscore_momhs": (
+        "kidiq",
+        lambda c: [c["mom_hs"]],
+        2.5,
+        "high-school completion (mom_hs)",
+    ),
+    "kidiq-kidscore_momiq": ("kidiq", lambda c: [c["mom_iq"]], 2.5, "IQ (mom_iq)"),
+    "kidiq-kidscore_momhsiq": (
+        "kidiq",
+        lambda c: [c["mom_hs"], c["mom_iq"]],
+        2.5,
+        "high-school completion and IQ",
+    ),
+    "kidiq-kidscore_interaction": (
+        "kidiq",
+        lambda c: [c["mom_hs"], c["mom_iq"], c["mom_hs"] * c["mom_iq"]],
+        2.5,
+        "high-school completion, IQ and their interaction",
+    ),
+    "kidiq_with_mom_work-kidscore_interaction_c": (
+        "kidiq_with_mom_work",
+        lambda c: [
+            _centred(c["mom_hs"]),
+            _centred(c["mom_iq"]),
+            _centred(c["mom_hs"]) * _centred(c["mom_iq"]),
+        ],
+        0.0,
+        "centred high-school completion and IQ, with their interaction",
+    ),
+    "kidiq_with_mom_work-kidscore_interaction_c2": (
+        "kidiq_with_mom_work",
+        lambda c: [c["mom_hs"] - 0.5, c["mom_iq"] - 100, (c["mom_hs"] - 0.5) * (c["mom_iq"] - 100)],
+        0.0,
+        "high-school completion and IQ centred on 0.5 and 100, with their interaction",
+    ),
+    "kidiq_with_mom_work-kidscore_interaction_z": (
+        "kidiq_with_mom_work",
+        lambda c: [
+            _standardised(c["mom_hs"]),
+            _standardised(c["mom_iq"]),
+            _standardised(c["mom_hs"]) * _standardised(c["mom_iq"]),
+        ],
+        0.0,
+        "high-school completion and IQ scaled by two sds, with their interaction",
+    ),
+    "kidiq_with_mom_work-kidscore_mom_work": (
+        "kidiq_with_mom_work",
+        lambda c: [(c["mom_work"] == k).to(torch.float64) for k in (2, 3, 4)],
+        0.0,
+        "work pattern (mom_work 1-4, as indicators of 2, 3 and 4)",
+    ),
+}
+
+for _name, (_source, _terms, _scale, _what) in KIDIQ.items():
+    posterior(
+        _name,
+        normal_regression,
+        _kidiq(_source, _terms, _scale),
+        params=("beta", "sigma"),
+        math=KIDIQ_MATH if _scale else MOM_WORK_MATH,
+        story=KIDIQ_STORY.format(what=_what, chapter=3 if _source == "kidiq" else 4),
+    )
