@@ -18,7 +18,12 @@ Datasets, which downloads): it checks the model's formula, and tests/test_gym.py
 data's preprocessing. So are German credit's: the Gym's ``LogisticRegression`` and
 ``SparseLogisticRegression`` (the classes of its ``GermanCreditNumericLogisticRegression`` and
 ``GermanCreditNumericSparseLogisticRegression``) on the vendored data, prepared as the Gym
-prepares it (``zoo_datasets.gym.german_credit_numeric``).
+prepares it (``zoo_datasets.gym.german_credit_numeric``); the probit regression is the Gym's
+``ProbitRegression`` on the same data. The Lorenz bridges are the Gym's ``LorenzSystem`` and
+``LorenzSystemUnknownScales`` on its bridge data read into float64 (its ``ConvectionLorenzBridge``
+classes hold the data in float32, and so compute). The log-return stochastic volatilities are the
+Gym's ``VectorizedStochasticVolatilityLogSP500`` classes, non-centred: their points are the AR(1)
+innovations ``std_log_volatility`` that make the drawn log volatilities.
 """
 
 from __future__ import annotations
@@ -43,7 +48,12 @@ POSITIVE = {
     "log_radon_scale",
     "global_scale",
     "local_scales",
+    "innovation_scale",
+    "observation_scale",
+    "amplitude",
+    "length_scale",
 }
+NONCENTRED_SV = {"gym_stochastic_volatility_log", "gym_stochastic_volatility_log_small"}
 
 
 def gym_target(name: str) -> Any:
@@ -65,7 +75,35 @@ def gym_target(name: str) -> Any:
         return t.StochasticVolatilitySP500(use_markov_chain=True)
     if name == "gym_stochastic_volatility_small":
         return t.StochasticVolatilitySP500Small(use_markov_chain=True)
-    if name == "gym_radon":
+    if name == "gym_brownian_motion_known_scales":
+        return t.BrownianMotionMissingMiddleObservations(use_markov_chain=True)
+    if name in ("gym_lorenz_bridge", "gym_lorenz_bridge_unknown_scales"):
+        # the Gym's own classes hold its data in float32; its generic classes on the same
+        # values in float64 compute in float64
+        d = gym_data.convection_lorenz_bridge()
+        common = {
+            "observed_values": d.observed_values,
+            "observation_mask": ~np.isnan(d.observed_values),
+            "observation_index": 0,
+            "step_size": np.float64(d.step_size),
+            "use_markov_chain": True,
+        }
+        if name == "gym_lorenz_bridge":
+            return t.LorenzSystem(
+                innovation_scale=np.float64(d.innovation_scale),
+                observation_scale=np.float64(d.observation_scale),
+                **common,
+            )
+        return t.LorenzSystemUnknownScales(**common)
+    if name == "gym_eight_schools":
+        return t.EightSchools()
+    if name == "gym_log_gaussian_cox_process":
+        return t.SyntheticLogGaussianCoxProcess()
+    if name == "gym_stochastic_volatility_log":
+        return t.VectorizedStochasticVolatilityLogSP500()
+    if name == "gym_stochastic_volatility_log_small":
+        return t.VectorizedStochasticVolatilityLogSP500Small()
+    if name in ("gym_radon", "gym_radon_halfnormal"):
         d = zoo.get_model("gym_radon").load_data()
         return t.RadonContextualEffects(
             num_counties=int(d["num_counties"]),
@@ -74,10 +112,14 @@ def gym_target(name: str) -> Any:
             train_county=d["county"].numpy(),
             train_floor_by_county=d["floor_by_county"].numpy(),
             train_log_radon=d["log_radon"].numpy(),
+            prior_scale="halfnormal" if name == "gym_radon_halfnormal" else "uniform",
         )
     if name == "gym_german_credit":
         features, labels = gym_data.german_credit_numeric()
         return t.LogisticRegression(train_features=features, train_labels=labels.astype(np.int32))
+    if name == "gym_german_credit_probit":
+        features, labels = gym_data.german_credit_numeric()
+        return t.ProbitRegression(train_features=features, train_labels=labels.astype(np.int32))
     if name == "gym_german_credit_sparse":
         features, labels = gym_data.german_credit_numeric()
         return t.SparseLogisticRegression(
@@ -99,8 +141,23 @@ def random_point(name: str, rng: np.random.Generator) -> dict[str, np.ndarray]:
             x = np.abs(x)
         if site == "persistence_of_volatility":
             x = np.clip(x, -0.999, 0.999)
-        point[site] = np.vectorize(lambda v: float(f"{v:.8g}"), otypes=[float])(x)
-    return point
+        point[site] = x
+    if name in NONCENTRED_SV:  # the Gym's own parameterisation: the AR(1) innovations
+        point["std_log_volatility"] = sv_innovations(point.pop("log_volatility"), point)
+    return {
+        k: np.vectorize(lambda v: float(f"{v:.8g}"), otypes=[float])(v) for k, v in point.items()
+    }
+
+
+def sv_innovations(h: np.ndarray, point: dict[str, np.ndarray]) -> np.ndarray:
+    """The standardised innovations that make log volatilities ``h`` in the non-centred
+    stochastic volatility (the inverse of ``zoo.models.gym.ar1_filter``)."""
+    phi, mu = point["persistence_of_volatility"], point["mean_log_volatility"]
+    x = h - mu
+    return (
+        np.concatenate([x[:1] * np.sqrt(1 - phi**2), x[1:] - phi * x[:-1]])
+        / point["white_noise_shock_scale"]
+    )
 
 
 def gym_value(target: Any, name: str, point: dict[str, np.ndarray]) -> Any:
@@ -112,8 +169,14 @@ def gym_value(target: Any, name: str, point: dict[str, np.ndarray]) -> Any:
         return np.concatenate([np.atleast_1d(point["z"]), point["x"]])
     if name == "gym_ill_conditioned_gaussian":
         return point["x"]
-    if name == "gym_german_credit":
+    if name in ("gym_german_credit", "gym_german_credit_probit"):
         return point["weights"]
+    if name == "gym_brownian_motion_known_scales":
+        return point["locs"]
+    if name == "gym_lorenz_bridge":
+        return point["latents"]
+    if name == "gym_lorenz_bridge_unknown_scales":  # the Gym's chain is its unnamed third part
+        return type(dtype)(point["innovation_scale"], point["observation_scale"], point["latents"])
     if isinstance(dtype, dict):
         return {f: point[f] for f in dtype}
     return type(dtype)(**{f: point[f] for f in dtype._fields})

@@ -101,6 +101,17 @@ NO_RESULT = {
     # and the volatilities on their AR mean as white_noise_shock_scale -> 0 (a funnel)
     ("gym_stochastic_volatility_small", "laplace"): "no mode found",
     ("gym_radon", "laplace"): "no mode found",  # the counties on their mean as the scale -> 0
+    ("gym_radon_halfnormal", "laplace"): "no mode found",  # so too under HalfNormal(1) scales
+    # the latents onto the Euler path as innovation_scale -> 0: the density grows as the scale
+    # to the -87th against a LogNormal(-1, 1) prior (its mode near log-scale -88)
+    ("gym_lorenz_bridge_unknown_scales", "laplace"): "no mode found",
+    # bounded, but L-BFGS stalls in the chaotic drift's curved valley (|gradient| 0.5 after 500
+    # iterations) and on 2519 dimensions of the log returns' volatility (|gradient| 374)
+    ("gym_lorenz_bridge", "laplace"): "no mode found",
+    ("gym_stochastic_volatility_log", "laplace"): "no mode found",
+    # importance's Gaussian proposal comes out with a non-finite mean on those 2519 dimensions
+    # and the run fails on it (a raw distribution error: the engine's message to improve)
+    ("gym_stochastic_volatility_log", "importance"): "to satisfy the constraint",
 }
 # Engines whose error against the truth is the bias of an approximation, not Monte-Carlo noise:
 # Laplace's Gaussian on the unconstrained space misses a skewed posterior's mean by a fixed

@@ -17,15 +17,20 @@ END = "<!-- models: end -->"
 
 
 def models_block() -> str:
-    """A table of every registered model: the generic engines that apply, and its own (models
-    with none of their own share a row with those whose generic engines are the same)."""
+    """A table of the seed documents' models (suite ``seeds``): the generic engines that apply,
+    and its own (models with none of their own share a row with those whose generic engines are
+    the same); the benchmark suites (Inference Gym, posteriordb) by count."""
     import zoo
     from zoo_inference.engines import GENERIC_ENGINES
 
+    seeds = zoo.list_models(suite="seeds")
+    gym, pdb = (len(zoo.list_models(suite=s)) for s in ("gym", "posteriordb"))
     lines = [
         BEGIN,
         "",
-        f"{len(zoo.list_models())} models. Generic engines: "
+        f"{len(seeds)} models of the seed documents, {gym} Inference Gym targets "
+        f"(`zoo list --suite gym`) and {pdb} posteriordb reference posteriors "
+        "(`zoo list --suite posteriordb`). Generic engines: "
         + ", ".join(f"`{e}`" for e in GENERIC_ENGINES)
         + "; a model's own engines are its closed form (`exact`), the reference algorithms its"
         " documents derive, peer libraries' fits and variants of the generic engines.",
@@ -34,7 +39,7 @@ def models_block() -> str:
         "|---|---|---|",
     ]
     groups: dict[tuple[str, ...], list[str]] = {}
-    for name in zoo.list_models():
+    for name in seeds:
         engines = zoo.get_model(name).engines
         generic = " ".join(e for e in engines if e in GENERIC_ENGINES) or "—"
         own = ", ".join(f"`{e}`" for e in engines if e not in GENERIC_ENGINES) or "—"
