@@ -40,6 +40,13 @@ POSTERIORS = (
     "kidiq_with_mom_work-kidscore_interaction_c2",
     "kidiq_with_mom_work-kidscore_interaction_z",
     "kidiq_with_mom_work-kidscore_mom_work",
+    "earnings-earn_height",
+    "earnings-log10earn_height",
+    "earnings-logearn_height",
+    "earnings-logearn_height_male",
+    "earnings-logearn_interaction",
+    "earnings-logearn_interaction_z",
+    "earnings-logearn_logheight_male",
 )
 
 

@@ -39,6 +39,7 @@ import torch
 from pyro.distributions import constraints
 
 import zoo
+from zoo.models.regression import linear_predictor
 from zoo_datasets.posteriordb import posteriordb_data, posteriordb_reference
 
 SOURCE = "posteriordb reference posterior"
@@ -142,24 +143,29 @@ def normal_regression(y: torch.Tensor, X: torch.Tensor, sigma_scale: float = 0.0
     else:
         sigma = pyro.sample("sigma", flat(constraints.positive))
     with pyro.plate("n", y.shape[0]):
-        pyro.sample("y", dist.Normal(beta @ X.T, sigma), obs=y)  # X beta, for a batch of betas
+        pyro.sample("y", dist.Normal(linear_predictor(X, beta), sigma), obs=y)
 
 
-def _kidiq(
-    source: str, terms: Callable[[dict[str, torch.Tensor]], list[torch.Tensor]], scale: float
-):
-    """The design of one kidiq program: ``terms`` of the data's columns (after the intercept),
-    computed in float64 as the program's transformed data computes them, then in torch's
-    default dtype (float64 inside ``zoo_inference.reference.default_dtype(torch.float64)``)."""
+def _design(
+    source: str,
+    response: Callable[[dict[str, torch.Tensor]], torch.Tensor],
+    terms: Callable[[dict[str, torch.Tensor]], list[torch.Tensor]],
+    scale: float,
+) -> Callable[[], dict[str, Any]]:
+    """One ARM program's data: its ``response`` and the ``terms`` of its linear predictor (after
+    the intercept) from the data set's columns, computed in float64 as the program's transformed
+    data computes them, then in torch's default dtype (float64 inside
+    ``zoo_inference.reference.default_dtype(torch.float64)``)."""
 
     def data() -> dict[str, Any]:
         raw = posteriordb_data(source)
         cols = {
             k: torch.tensor(v, dtype=torch.float64) for k, v in raw.items() if isinstance(v, list)
         }
-        X = torch.stack([torch.ones_like(cols["kid_score"]), *terms(cols)], dim=-1)
+        y = response(cols)
+        X = torch.stack([torch.ones_like(y), *terms(cols)], dim=-1)
         dtype = torch.get_default_dtype()
-        return {"y": cols["kid_score"].to(dtype), "X": X.to(dtype), "sigma_scale": scale}
+        return {"y": y.to(dtype), "X": X.to(dtype), "sigma_scale": scale}
 
     return data
 
@@ -244,8 +250,74 @@ for _name, (_source, _terms, _scale, _what) in KIDIQ.items():
     posterior(
         _name,
         normal_regression,
-        _kidiq(_source, _terms, _scale),
+        _design(_source, lambda c: c["kid_score"], _terms, _scale),
         params=("beta", "sigma"),
         math=KIDIQ_MATH if _scale else MOM_WORK_MATH,
         story=KIDIQ_STORY.format(what=_what, chapter=3 if _source == "kidiq" else 4),
+    )
+
+EARNINGS_STORY = (
+    "Yearly earnings of 1,192 US adults (1990 survey) regressed on {what}: Gelman & Hill (2007), "
+    "ARM ch. 4."
+)
+EARNINGS_MATH = [
+    r"\beta \sim \mathrm{flat}, \quad \sigma \sim \mathrm{flat\ on}\ (0, \infty)",
+    r"({y})_n \sim \mathcal{{N}}(x_n^\top \beta,\, \sigma^2)",
+]
+
+
+def _z(x: torch.Tensor) -> torch.Tensor:
+    """Standardised by the sample sd (Stan's ``sd``)."""
+    return (x - x.mean()) / x.std(unbiased=True)
+
+
+EARNINGS = {
+    # posterior: (response, its name in the math, terms after the intercept, what)
+    "earnings-earn_height": (lambda c: c["earn"], "earn", lambda c: [c["height"]], "height"),
+    "earnings-log10earn_height": (
+        lambda c: torch.log10(c["earn"]),
+        r"\log_{10} \mathrm{earn}",
+        lambda c: [c["height"]],
+        "height (log10 earnings)",
+    ),
+    "earnings-logearn_height": (
+        lambda c: torch.log(c["earn"]),
+        r"\log \mathrm{earn}",
+        lambda c: [c["height"]],
+        "height (log earnings)",
+    ),
+    "earnings-logearn_height_male": (
+        lambda c: torch.log(c["earn"]),
+        r"\log \mathrm{earn}",
+        lambda c: [c["height"], c["male"]],
+        "height and sex (log earnings)",
+    ),
+    "earnings-logearn_interaction": (
+        lambda c: torch.log(c["earn"]),
+        r"\log \mathrm{earn}",
+        lambda c: [c["height"], c["male"], c["height"] * c["male"]],
+        "height, sex and their interaction (log earnings)",
+    ),
+    "earnings-logearn_interaction_z": (
+        lambda c: torch.log(c["earn"]),
+        r"\log \mathrm{earn}",
+        lambda c: [_z(c["height"]), c["male"], _z(c["height"]) * c["male"]],
+        "standardised height, sex and their interaction (log earnings)",
+    ),
+    "earnings-logearn_logheight_male": (
+        lambda c: torch.log(c["earn"]),
+        r"\log \mathrm{earn}",
+        lambda c: [torch.log(c["height"]), c["male"]],
+        "log height and sex (log earnings)",
+    ),
+}
+
+for _name, (_response, _y, _terms, _what) in EARNINGS.items():
+    posterior(
+        _name,
+        normal_regression,
+        _design("earnings", _response, _terms, 0.0),
+        params=("beta", "sigma"),
+        math=[EARNINGS_MATH[0], EARNINGS_MATH[1].format(y=_y)],
+        story=EARNINGS_STORY.format(what=_what),
     )
