@@ -188,13 +188,19 @@ def source_of(fn: Any, *, elide_doc: bool = False) -> tuple[str, str]:
 
 
 def graph_svg(entry: Any, data: dict[str, Any]) -> bytes:
-    """The model's graphical model by Pyro's own ``render_model`` (Graphviz's ``dot``)."""
+    """The model's graphical model by Pyro's own ``render_model`` (Graphviz's ``dot``), traced
+    as the zoo traces a model (a prior without a sampler, Stan's flat priors, initialised)."""
     import pyro
+
+    from zoo_inference.structure import traceable
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         graph = pyro.render_model(
-            entry.model, model_kwargs=dict(data), render_distributions=True, render_params=True
+            traceable(entry.model),
+            model_kwargs=dict(data),
+            render_distributions=True,
+            render_params=True,
         )
     return graph.pipe(format="svg")
 
