@@ -307,7 +307,7 @@ MAX_STORED_BYTES = 4_000_000  # ... and at most this much of them (a VAE's 15,00
 def stored_form(run: Run) -> Run:
     """The run as a report keeps it, in a worker's reply and in its cell: its pointwise LOO in
     ``extras`` (:func:`zoo_reports.loo.pointwise_loo`) in place of the ``log_likelihood`` group
-    (draws x observations: 128 MB of the quick report's unnormalised_gaussian chees cell), and
+    (draws x observations, most of a cell's size), and
     at most :data:`MAX_STORED_DRAWS` posterior draws and :data:`MAX_STORED_BYTES` of them (every
     k-th draw of each chain, ``sample_stats`` alike). Its summary and diagnostics, computed
     from every draw, stay as they are; ``extras[STORED_KEY]`` says what was thinned."""

@@ -950,46 +950,42 @@ SV_LOG_MATH = [
 ]
 
 
-gym_stochastic_volatility = zoo.register(
-    "gym_stochastic_volatility",
-    model=stochastic_volatility,
-    data=_sv_data(None),
-    ground_truth=_sv_truth("stochastic_volatility_sp500", None),
-    params=SV_SITES,
-    opt_in=True,
-    seed_ref="beyond the seeds: Inference Gym, StochasticVolatilitySP500",
-    math=SV_MATH,
+# (name, the Gym's truth module and class, the last n returns or all, log returns)
+SV_TARGETS = (
+    ("", "stochastic_volatility_sp500", "StochasticVolatilitySP500", None, False),
+    (
+        "_small",
+        "stochastic_volatility_sp500_small",
+        "StochasticVolatilitySP500Small",
+        SV_SMALL_POINTS,
+        False,
+    ),
+    (
+        "_log",
+        "stochastic_volatility_log_sp500",
+        "VectorizedStochasticVolatilityLogSP500",
+        None,
+        True,
+    ),
+    (
+        "_log_small",
+        "stochastic_volatility_log_sp500_small",
+        "VectorizedStochasticVolatilityLogSP500Small",
+        SV_SMALL_POINTS,
+        True,
+    ),
 )
-gym_stochastic_volatility_small = zoo.register(
-    "gym_stochastic_volatility_small",
-    model=stochastic_volatility,
-    data=_sv_data(SV_SMALL_POINTS),
-    ground_truth=_sv_truth("stochastic_volatility_sp500_small", SV_SMALL_POINTS),
-    params=SV_SITES,
-    opt_in=True,
-    seed_ref="beyond the seeds: Inference Gym, StochasticVolatilitySP500Small",
-    math=SV_MATH,
-)
-gym_stochastic_volatility_log = zoo.register(
-    "gym_stochastic_volatility_log",
-    model=stochastic_volatility,
-    data=_sv_data(None, log=True),
-    ground_truth=_sv_truth("stochastic_volatility_log_sp500", None, log=True),
-    params=SV_SITES,
-    opt_in=True,
-    seed_ref="beyond the seeds: Inference Gym, VectorizedStochasticVolatilityLogSP500",
-    math=SV_LOG_MATH,
-)
-gym_stochastic_volatility_log_small = zoo.register(
-    "gym_stochastic_volatility_log_small",
-    model=stochastic_volatility,
-    data=_sv_data(SV_SMALL_POINTS, log=True),
-    ground_truth=_sv_truth("stochastic_volatility_log_sp500_small", SV_SMALL_POINTS, log=True),
-    params=SV_SITES,
-    opt_in=True,
-    seed_ref="beyond the seeds: Inference Gym, VectorizedStochasticVolatilityLogSP500Small",
-    math=SV_LOG_MATH,
-)
+for _suffix, _module, _target, _points, _log in SV_TARGETS:
+    zoo.register(
+        f"gym_stochastic_volatility{_suffix}",
+        model=stochastic_volatility,
+        data=_sv_data(_points, log=_log),
+        ground_truth=_sv_truth(_module, _points, log=_log),
+        params=SV_SITES,
+        opt_in=True,
+        seed_ref=f"beyond the seeds: Inference Gym, {_target}",
+        math=SV_LOG_MATH if _log else SV_MATH,
+    )
 
 
 RADON_TARGET = "radon_contextual_effects_minnesota"

@@ -9,7 +9,7 @@ a program's form share a model function, and each is registered as ``pdb_<poster
 as ``_``) on its own data, with the design its program's ``transformed data`` block builds. A
 parameter without a prior statement gets Stan's implicit flat prior on its support
 (``ImproperUniform``). The data are float64, as Stan's: a translation's log joint minus Stan's
-log density is then constant to about 1e-12 at the reference draws (tests/test_posteriordb.py
+log density is then constant to round-off at the reference draws (tests/test_posteriordb.py
 reads Stan's values from tests/data/stan_log_densities.json, written by
 benchmarks/stan_log_densities.py).
 
