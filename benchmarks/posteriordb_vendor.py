@@ -1,8 +1,8 @@
 """Vendor posteriordb's data, Stan programs and reference posteriors into datasets/posteriordb/.
 
 posteriordb (stan-dev/posteriordb, BSD-3-Clause) holds each reference posterior as 10 chains of
-1,000 draws from long Stan runs (25 MB zipped for all). For each posterior of ``POSTERIORS`` this
-writes, from a checkout or bare clone of its repository:
+1,000 draws from long Stan runs (25 MB zipped for all). For each posterior named (default: each
+one vendored already, refreshed) this writes, from a checkout or bare clone of its repository:
 
 - ``data/<data name>.json``: the data, as posteriordb gives it;
 - ``stan/<model name>.stan``: the Stan program (Stan's log density checks the zoo's translation:
@@ -11,8 +11,9 @@ writes, from a checkout or bare clone of its repository:
   5/50/95% quantiles, each with its Monte-Carlo standard error from ArviZ (ESS-based: ``mcse``),
   the bulk ESS and R-hat, and ``THINNED`` draws (every chain thinned evenly) for the tests.
 
-Run: ``python benchmarks/posteriordb_vendor.py PATH_TO_POSTERIORDB`` (a bare git directory is
-read at HEAD). The snapshot's commit is recorded in every reference file.
+Run: ``python benchmarks/posteriordb_vendor.py PATH_TO_POSTERIORDB [POSTERIOR ...]`` (a bare
+git directory is read at HEAD); ``--list`` prints the snapshot's posteriors with reference
+draws. The snapshot's commit is recorded in every reference file.
 """
 
 from __future__ import annotations
@@ -31,23 +32,6 @@ import numpy as np
 OUT = Path(__file__).resolve().parents[1] / "datasets" / "posteriordb"
 DB = "posterior_database"
 THINNED = 200  # draws kept for the tests: 20 a chain
-POSTERIORS = (
-    "kidiq-kidscore_momhs",
-    "kidiq-kidscore_momiq",
-    "kidiq-kidscore_momhsiq",
-    "kidiq-kidscore_interaction",
-    "kidiq_with_mom_work-kidscore_interaction_c",
-    "kidiq_with_mom_work-kidscore_interaction_c2",
-    "kidiq_with_mom_work-kidscore_interaction_z",
-    "kidiq_with_mom_work-kidscore_mom_work",
-    "earnings-earn_height",
-    "earnings-log10earn_height",
-    "earnings-logearn_height",
-    "earnings-logearn_height_male",
-    "earnings-logearn_interaction",
-    "earnings-logearn_interaction_z",
-    "earnings-logearn_logheight_male",
-)
 
 
 class Snapshot:
@@ -67,6 +51,15 @@ class Snapshot:
         if self.bare:
             return self._git("show", f"HEAD:{DB}/{path}")
         return (self.root / DB / path).read_bytes()
+
+    def references(self) -> list[str]:
+        """The posteriors with reference draws."""
+        folder = f"{DB}/reference_posteriors/draws/draws/"
+        if self.bare:
+            names = self._git("ls-tree", "--name-only", "HEAD", folder).decode().split()
+        else:
+            names = [p.name for p in (self.root / folder).iterdir()]
+        return sorted(Path(n).name.removesuffix(".json.zip") for n in names)
 
     def json(self, path: str) -> object:
         raw = self.read(path)
@@ -137,10 +130,15 @@ def vendor(snap: Snapshot, posterior: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("snapshot", type=Path, help="a posteriordb checkout or bare clone")
-    parser.add_argument("posteriors", nargs="*", help=f"default: {len(POSTERIORS)} posteriors")
+    parser.add_argument("posteriors", nargs="*", help="default: every vendored one, refreshed")
+    parser.add_argument("--list", action="store_true", help="the snapshot's reference posteriors")
     args = parser.parse_args(argv)
     snap = Snapshot(args.snapshot)
-    for posterior in args.posteriors or POSTERIORS:
+    if args.list:
+        print("\n".join(snap.references()))
+        return 0
+    vendored = sorted(p.stem for p in (OUT / "reference").glob("*.json"))
+    for posterior in args.posteriors or vendored:
         vendor(snap, posterior)
     return 0
 

@@ -5,14 +5,13 @@ on its data and evaluates, at ``POINTS`` of the thinned reference draws, the log
 ``log_prob(unconstrain_pars(draw), adjust_transform=False)`` (no Jacobian: the density of the
 constrained parameters, up to Stan's dropped constants) and the gradient with respect to the
 unconstrained parameters (with the transforms' Jacobian, the only one pystan gives). It writes
-tests/data/stan_log_densities.json, with the httpstan (Stan) and pystan versions;
+tests/data/stan_log_densities/<posterior>.json, with the httpstan (Stan) and pystan versions;
 tests/test_posteriordb.py checks each Pyro model against it without Stan.
 
 Needs the ``stan`` extra in a venv of its own (pystan 3 imports ``pkg_resources``):
 ``python -m venv /tmp/stan && /tmp/stan/bin/pip install "setuptools<80" pystan``, then
 ``/tmp/stan/bin/python benchmarks/stan_log_densities.py [POSTERIOR ...]`` (default: every
-vendored posterior; named ones are merged into the existing file). g++ compiles each program
-in about 40 s.
+vendored posterior). g++ compiles each program in about 40 s.
 """
 
 from __future__ import annotations
@@ -28,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-OUT = ROOT / "tests" / "data" / "stan_log_densities.json"
+OUT = ROOT / "tests" / "data" / "stan_log_densities"
 POINTS = 20  # reference draws per posterior
 _ELEMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_.]*)(?:\[([0-9,]+)\])?$")
 
@@ -70,8 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     pdb = _posteriordb()
     names = args.posteriors or pdb.vendored_posteriors()
-    saved = json.loads(OUT.read_text()) if OUT.exists() and args.posteriors else {}
-    posteriors = saved.get("posteriors", {})
+    OUT.mkdir(exist_ok=True)
+    versions = {d: version(d) for d in ("pystan", "httpstan")}
     for name in names:
         ref = pdb.posteriordb_reference(name)
         data = pdb.posteriordb_data(ref["data"])
@@ -92,14 +91,15 @@ def main(argv: list[str] | None = None) -> int:
                     "gradient_adjusted": list(map(float, fit.grad_log_prob(u))),
                 }
             )
-        posteriors[name] = {"model": ref["model"], "snapshot": ref["snapshot"], "points": rows}
+        out = {
+            "about": "Stan's log density (adjust_transform=False) at posteriordb reference draws",
+            "versions": versions,
+            "model": ref["model"],
+            "snapshot": ref["snapshot"],
+            "points": rows,
+        }
+        (OUT / f"{name}.json").write_text(json.dumps(out, indent=1) + "\n")
         print(f"{name}: {len(rows)} points", flush=True)
-    out = {
-        "about": "Stan's log density (adjust_transform=False) at posteriordb reference draws",
-        "versions": {d: version(d) for d in ("pystan", "httpstan")},
-        "posteriors": dict(sorted(posteriors.items())),
-    }
-    OUT.write_text(json.dumps(out, indent=1) + "\n")
     return 0
 
 

@@ -18,8 +18,10 @@ import zoo
 from zoo_datasets.posteriordb import posteriordb_reference, vendored_posteriors
 from zoo_inference.reference import default_dtype
 
-SAVED = json.loads((Path(__file__).parent / "data" / "stan_log_densities.json").read_text())
-STAN = SAVED["posteriors"]
+STAN = {
+    p.stem: json.loads(p.read_text())
+    for p in sorted((Path(__file__).parent / "data" / "stan_log_densities").glob("*.json"))
+}
 MODELS = sorted(m for m in zoo.list_models() if m.startswith("pdb_"))
 MAX_SD = 1e-8  # of (Pyro's log joint - Stan's log density) over the saved draws
 
@@ -59,7 +61,7 @@ def log_joint(name: str, values: dict, data: dict | None = None, grad: bool = Fa
 def test_every_posteriordb_model_has_stans_log_density_and_a_reference() -> None:
     assert MODELS == sorted(zoo_name(p) for p in vendored_posteriors())
     assert sorted(zoo_name(p) for p in STAN) == MODELS
-    assert {"pystan", "httpstan"} <= set(SAVED["versions"])
+    assert all({"pystan", "httpstan"} <= set(saved["versions"]) for saved in STAN.values())
 
 
 @pytest.mark.parametrize("posterior", sorted(STAN))

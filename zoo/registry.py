@@ -260,7 +260,7 @@ class ModelEntry:
             discrete=self.structure.discrete,
             figures=dict(self.figures),
             math=tuple(self.math),
-            family=str(getattr(self.model, "__module__", "") or "").removeprefix("zoo.models."),
+            family=family_of(self.model),
             origin=origin(self.model),
             bounds=dict(self.structure.bounds),
         )
@@ -736,7 +736,16 @@ def suite_of(entry: ModelEntry) -> str:
     module = str(getattr(entry.model, "__module__", "") or "")
     if not module.startswith("zoo.models."):
         return "user"
-    return _SUITE_OF_FAMILY.get(module.removeprefix("zoo.models."), "seeds")
+    return _SUITE_OF_FAMILY.get(family_of(entry.model), "seeds")
+
+
+def family_of(model: Callable[..., Any]) -> str:
+    """A model's family: its module under zoo.models (a package's name for its modules:
+    ``zoo.models.posteriordb.arm`` is ``posteriordb``), else its whole module."""
+    module = str(getattr(model, "__module__", "") or "")
+    if module.startswith("zoo.models."):
+        return module.removeprefix("zoo.models.").partition(".")[0]
+    return module
 
 
 def list_models(suite: str | None = None) -> list[str]:

@@ -1,128 +1,19 @@
-"""posteriordb's reference posteriors (stan-dev/posteriordb, BSD-3-Clause; Magnusson, Bürkner &
-Vehtari 2022, "posteriordb: a set of posteriors for Bayesian inference and probabilistic
-programming"), each a Pyro translation of its Stan program, with posteriordb's reference
-draws as its truth.
-
-Each zoo model reads like its Stan program and keeps Stan's parameter names (Stan's ``beta``
-vector is the site ``beta``, its ``beta[1]`` the summary row ``beta[0]``); posteriors that share
-a program's form share a model function, and each is registered as ``pdb_<posterior>`` (``-``
-as ``_``) on its own data, with the design its program's ``transformed data`` block builds. A
-parameter without a prior statement gets Stan's implicit flat prior on its support
-(``ImproperUniform``). The data are float64, as Stan's: a translation's log joint minus Stan's
-log density is then constant to round-off at the reference draws (tests/test_posteriordb.py
-reads Stan's values from tests/data/stan_log_densities.json, written by
-benchmarks/stan_log_densities.py).
-
-The truth is the reference posterior, on the posterior's own data only: each parameter's mean
-and sd, and the mean's Monte-Carlo standard error (ESS-based); its E[x^2], Var[x^2] and 5/50/95%
-quantiles with their standard errors are in ``zoo_datasets.posteriordb.posteriordb_reference``.
-
-Every posterior here is ``opt_in``: a whole-zoo report leaves them out; ``zoo report
-pdb_kidiq_kidscore_momiq ...`` runs one.
-
-Adding a posterior: add its name to ``benchmarks/posteriordb_vendor.py``'s ``POSTERIORS`` and
-run it (data, program and reference land in datasets/posteriordb/), write or reuse the model
-function here and register it with :func:`posterior` and the design its program builds, then
-run benchmarks/stan_log_densities.py for Stan's log densities at its reference draws.
-"""
+"""The ARM book's regressions in posteriordb (Gelman & Hill 2007): kidiq, kidiq_with_mom_work
+and earnings."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 import pyro
 import pyro.distributions as dist
 import torch
 from pyro.distributions import constraints
 
-import zoo
+from zoo.models.posteriordb.base import flat, posterior
 from zoo.models.regression import linear_predictor
-from zoo_datasets.posteriordb import posteriordb_data, posteriordb_reference
-
-SOURCE = "posteriordb reference posterior"
-_ELEMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_.]*)(?:\[([0-9,]+)\])?$")
-
-
-def flat(support: constraints.Constraint, *shape: int) -> dist.ImproperUniform:
-    """Stan's implicit prior on a parameter without a prior statement: flat on its support."""
-    return dist.ImproperUniform(support, (), tuple(shape))
-
-
-def reference_truth(posterior: str, params: tuple[str, ...]) -> zoo.GroundTruth:
-    """The reference posterior's mean, sd and the mean's standard error per site, from Stan's
-    elements (``beta[1]`` .. ``beta[K]``, 1-based) gathered into arrays of the sites' shapes."""
-    ref = posteriordb_reference(posterior)
-    found: dict[str, dict[tuple[int, ...], dict[str, float]]] = {}
-    for element, values in ref["parameters"].items():
-        m = _ELEMENT.match(element)
-        if m is None:
-            raise ValueError(f"{posterior}: unreadable parameter name {element!r}")
-        index = tuple(int(i) - 1 for i in m.group(2).split(",")) if m.group(2) else ()
-        found.setdefault(m.group(1), {})[index] = values
-    if sorted(found) != sorted(params):
-        raise ValueError(f"{posterior}: reference parameters {sorted(found)} != {sorted(params)}")
-    out: dict[str, dict[str, np.ndarray]] = {"mean": {}, "sd": {}, "mean_mcse": {}}
-    for site, elements in found.items():
-        shape = tuple(max(i[d] for i in elements) + 1 for d in range(len(next(iter(elements)))))
-        for key in out:
-            arr = np.full(shape, np.nan)
-            for index, values in elements.items():
-                arr[index] = values[key]
-            out[key][site] = arr
-    return zoo.GroundTruth(
-        mean=out["mean"],
-        sd=out["sd"],
-        mean_se=out["mean_mcse"],
-        source=f"{SOURCE} {posterior} ({ref['snapshot']}; 10 chains x 1,000 draws)",
-    )
-
-
-def posterior(
-    name: str,
-    model: Callable[..., Any],
-    data: Callable[[], dict[str, Any]],
-    *,
-    params: tuple[str, ...],
-    math: list[str],
-    story: str,
-) -> Any:
-    """Register posteriordb's ``name`` (``"kidiq-kidscore_momiq"``) as ``pdb_kidiq_kidscore_momiq``:
-    ``model`` on ``data()``, its reference as the truth on that data alone."""
-    ref = posteriordb_reference(name)
-    doc = (
-        f"{story}\n\n    posteriordb: {name} (data {ref['data']}, Stan program {ref['model']});"
-        f" keywords: {', '.join(ref['keywords'])}; source: {ref['urls']} ({ref['references']}).\n"
-        f"\n{model.__doc__ or ''}"
-    )
-
-    def truth(**given: Any) -> zoo.GroundTruth | None:
-        """The reference, on the posterior's own data only."""
-        same = all(_same(given.get(k), v) for k, v in data().items())
-        return reference_truth(name, params) if same else None
-
-    return zoo.register(
-        f"pdb_{name.replace('-', '_')}",
-        model=model,
-        data=lambda seed=0: data(),
-        ground_truth=truth,
-        params=params,
-        opt_in=True,
-        seed_ref=f"beyond the seeds: posteriordb, {name}",
-        math=math,
-        doc=doc,
-    )
-
-
-def _same(a: Any, b: Any) -> bool:
-    if torch.is_tensor(b):
-        return torch.is_tensor(a) and a.shape == b.shape and torch.equal(a.to(b.dtype), b)
-    return a == b
-
-
-# --------------------------------------------------------------------------- ARM regressions
+from zoo_datasets.posteriordb import posteriordb_data
 
 
 def normal_regression(y: torch.Tensor, X: torch.Tensor, sigma_scale: float = 0.0) -> None:
