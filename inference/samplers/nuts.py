@@ -16,14 +16,13 @@ from .dual_averaging import find_step_size
 from .integrator import draw_momenta
 from .metric import initial_metric, metric_kind, momentum_map
 from .nuts_tree import (
-    ASYNC_GROUPS,
     NUTS_STEP_NODES,
+    TreeInfo,
+    TreeState,
     checkpoint_masks,
     new_subtrees,
     new_trees,
-    pack,
     tree_step,
-    unpack,
 )
 from .windows import PerChainAdaptation
 
@@ -62,17 +61,16 @@ def nuts_sample(
     B, D = q.shape
     dtype = q.dtype
     tables = checkpoint_masks(max_tree_depth)
-    n = [len(names) for names in ASYNC_GROUPS]
-    st = unpack(
-        (
-            torch.zeros(n[0], B, D, dtype=dtype),
-            torch.zeros(n[1], B, dtype=dtype),
-            torch.zeros(n[2], B, dtype=torch.long),
-            torch.zeros(n[3], B, dtype=torch.bool),
-            torch.zeros(n[4], max_tree_depth, B, D, dtype=dtype),
-        )
+    st = TreeState.zeros(
+        {
+            "vector": ((B, D), dtype),
+            "scalar": ((B,), dtype),
+            "count": ((B,), torch.long),
+            "flag": ((B,), torch.bool),
+            "checkpoints": ((max_tree_depth, B, D), dtype),
+        }
     )
-    st.update(q=q, lp=logp, g=grad)
+    st.q, st.lp, st.g = q, logp, grad
 
     began = [False]  # whether begin() changed st since it was last packed
     factor = momentum_map(inv_mass)
@@ -86,20 +84,19 @@ def nuts_sample(
         began[0] = True
 
     begin(torch.ones(B, dtype=torch.bool), inv_mass)
-    packed = pack(st)
+    packed = st.pack()
     adapt = PerChainAdaptation(step, warmup, target_accept, D, metric) if warmup else None
     eager = functools.partial(tree_step, eager=True)
     # a call's outputs are the state the next call takes, and read before the call after it
     step_fn = loop.step(tree_step, eager, reuse_outputs=True, nodes=NUTS_STEP_NODES)
     total = warmup + num_samples
     draws = torch.empty(B, num_samples, D, dtype=dtype)
-    names = ("accept", "diverging", "tree_depth", "n_steps", "energy")
-    stats = {k: torch.zeros(B, num_samples, dtype=dtype) for k in names}
+    stats = {k: torch.zeros(B, num_samples, dtype=dtype) for k in TreeInfo._fields}
     stats["diverging"] = torch.zeros(B, num_samples, dtype=torch.bool)
     stats["tree_depth"] = torch.zeros(B, num_samples, dtype=torch.long)
     count = torch.zeros(B, dtype=torch.long)  # iterations done, warmup included
     calls = 0
-    k = len(ASYNC_GROUPS)
+    k = len(packed)
     # what changes only when a chain emits a draw is computed then, not at every call
     active, eps = count < total, step[:, None]
     running, block = bool(active.any()), RANDOM_BLOCK
@@ -115,19 +112,19 @@ def nuts_sample(
         calls += 1
         # a compiled step's outputs may come back with other strides than it was traced with
         packed = tuple(t.contiguous() for t in out[:k])
-        done, emitted = out[k], out[k + 1 :]  # done: a tree ended, only ever in active chains
+        done, emitted = out[k], TreeInfo(*out[k + 1 :])  # done: only ever in active chains
         if not done.any():
             continue
-        st = unpack(packed)
+        st = TreeState.unpack(packed)
         it = count
         warm = done & (it < warmup)
         if adapt is not None and warm.any():
             inv_mass, c = adapt.update(
-                warm, it, st["q"], st["lp"], st["g"], emitted[0], density, inv_mass, gen, begin
+                warm, it, st.q, st.lp, st.g, emitted.accept, density, inv_mass, gen, begin
             )
             calls += c
             if began[0]:  # a window's end restarted some chains' trees
-                packed, began[0] = pack(st), False
+                packed, began[0] = st.pack(), False
             final = warm & (it + 1 == warmup)  # warmup's end: the dual average's step size
             step = torch.where(final, adapt.da.final, adapt.da.log_step.exp())
             adapt.da.restart(step, final)  # done adapting: log_step holds the final step
@@ -136,8 +133,8 @@ def nuts_sample(
         if keep.any():
             rows = keep.nonzero().squeeze(1)
             at = it[rows] - warmup
-            draws[rows, at] = st["q"][rows]
-            for name, value in zip(names, emitted, strict=True):
+            draws[rows, at] = st.q[rows]
+            for name, value in emitted._asdict().items():
                 stats[name][rows, at] = value[rows].to(stats[name].dtype)
         count = count + done.long()
         active = count < total
