@@ -8,6 +8,7 @@ import arviz as az
 import pandas as pd
 import pytest
 
+import zoo
 from zoo.cli import main
 
 
@@ -39,6 +40,14 @@ def test_info(capsys):
     assert main(["info", "three_coin"]) == 0
     out = capsys.readouterr().out
     assert "001 §1.1" in out and "em" in out and "Gauss–Legendre" in out
+    assert "known of these engines" not in out  # three_coin declares none a user would see
+    # what the model declares of its engines, as declared (the test suite's costs left out)
+    assert main(["info", "eight_schools"]) == 0
+    out = capsys.readouterr().out
+    known = zoo.get_model("eight_schools").known
+    assert f"laplace fails: {known['laplace'].reason}" in out
+    assert "pathfinder biased: the centred funnel has no mode" in out
+    assert "nuts" in known and known["nuts"].reason not in out
 
 
 def test_run_writes_netcdf_summary_and_diagnostics(tmp_path, capsys):

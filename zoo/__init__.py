@@ -47,6 +47,7 @@ _PUBLIC = {
     "configure": "zoo_inference.config",
     "compare": "zoo.api",
     "run": "zoo.api",
+    "Known": "zoo.registry",
     "ModelEntry": "zoo.registry",
     "get_model": "zoo.registry",
     "isolated": "zoo.registry",
@@ -67,6 +68,7 @@ __all__ = [
     "Evidence",
     "Factors",
     "GroundTruth",
+    "Known",
     "ModelEntry",
     "Run",
     "Samples",
@@ -97,6 +99,7 @@ if TYPE_CHECKING:
     from zoo.api import compare, run
     from zoo.calibrate import sbc
     from zoo.registry import (
+        Known,
         ModelEntry,
         get_model,
         isolated,

@@ -144,6 +144,13 @@ def cmd_info(args: argparse.Namespace) -> int:
         print("generic engines that do not apply:")
         for reason, engines in why_not.items():
             print(f"  {', '.join(engines)}: {reason}")
+    labels = {"not_mixing": "does not mix", "fails": "fails", "approximate": "biased"}
+    shown_known = {e: w for e, w in entry.known.items() if w.kind in labels}  # not test costs
+    if shown_known:
+        print("known of these engines here:")
+        for eng, what in shown_known.items():
+            line = f"{eng} {labels[what.kind]}: {what.reason}"
+            print(textwrap.fill(line, 120, initial_indent="  ", subsequent_indent="    "))
     truth = entry.ground_truth(data)
     print(f"ground truth: {truth.source if truth else 'none (long NUTS is the reference)'}")
     return 0

@@ -58,6 +58,37 @@ _discovered = False
 DataSource = Mapping[str, Any] | Callable[[int], Mapping[str, Any]]
 
 
+# What an engine is known to do on a model, by kind: what the conformance harness
+# (tests/test_conformance.py) expects of that cell instead of a check against the truth
+KNOWN_KINDS = {
+    "slow": "too costly at the suite's check size: the slow run takes the cell",
+    "not_mixing": "does not mix at any size the suite affords: the run must say so (R-hat > 1.1)",
+    "fails": "must fail, with an error that says why",
+    "approximate": "its family cannot hold the posterior: its error is the approximation's",
+}
+
+
+@dataclass(frozen=True)
+class Known:
+    """What one engine is known to do on a model, and why, declared with the model
+    (``register(..., known={"mh": Known("not_mixing", "27 dimensions, ...")})``): a kind of
+    :data:`KNOWN_KINDS`, the reason in words (no timings: they change with the machine) and,
+    for ``fails``, the text its error contains. ``zoo info`` shows them; the conformance
+    harness reads them."""
+
+    kind: str
+    reason: str
+    error: str = ""
+
+    def __post_init__(self) -> None:
+        if self.kind not in KNOWN_KINDS:
+            raise ValueError(f"Known: kind {self.kind!r} is not one of {', '.join(KNOWN_KINDS)}")
+        if not self.reason.strip():
+            raise ValueError(f"Known({self.kind!r}): say why (reason=...)")
+        if self.kind == "fails" and not self.error:
+            raise ValueError("Known('fails'): error= gives the text the run's error contains")
+
+
 @dataclass(eq=False)
 class ModelEntry:
     """A registered model: the Pyro model/guide pair, its default data, its ground truth and its
@@ -96,6 +127,7 @@ class ModelEntry:
     opt_in: bool = False  # a whole-zoo report leaves it out; it runs when named
     doc: str = ""
     math: tuple[str, ...] = ()  # the generative story as LaTeX lines (reports render them)
+    known: Mapping[str, Known] = field(default_factory=dict)  # engine -> what it is known to do
     _structure: ModelStructure | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -406,6 +438,7 @@ def register(
     opt_in: bool = False,
     doc: str | None = None,
     math: str | Sequence[str] | None = None,
+    known: Mapping[str, Known] | None = None,
     replace: bool = False,
 ) -> Any:
     """Register a model; the one registration form.
@@ -442,6 +475,9 @@ def register(
     sentence (``"*"``: the others); ``zoo info`` and the error of such an engine show it.
     ``math``: the generative story as LaTeX lines (matplotlib mathtext, no ``$``), shown
     rendered on the model's report page; without it the page shows the docstring.
+    ``known`` declares what an engine is known to do on the model, and why (:class:`Known`:
+    too slow for the default test run, not mixing, failing, an approximation that cannot hold
+    the posterior); ``zoo info`` shows it and the conformance tests expect it.
     ``opt_in=True`` keeps a model out of a whole-zoo report (``zoo.report()``, ``zoo report``
     without names), whose default run must stay minutes long: a heavy benchmark target runs
     when a report or ``compare`` names it.
@@ -475,6 +511,7 @@ def register(
     reasons = _check_reasons(not_applicable, engines)
     _check_engine_options(engine_options, checked_variants)
     math_lines = _check_math(math)
+    known_cells = _check_known(known)
 
     def make(fn: Callable[..., Any], entry_name: str) -> ModelEntry:
         if isinstance(data, Mapping):
@@ -500,6 +537,7 @@ def register(
             seed_ref=seed_ref,
             opt_in=bool(opt_in),
             math=math_lines,
+            known=known_cells,
             doc=doc if doc is not None else (inspect.getdoc(fn) or ""),
         )
         return _add(entry, replace)
@@ -513,6 +551,21 @@ def register(
         return make(fn, name or fn.__name__)
 
     return decorator
+
+
+def _check_known(known: Mapping[str, Known] | None) -> dict[str, Known]:
+    """``known`` as ``{engine: Known}``; the engines are checked against the model's when its
+    structure is known (tests/test_conformance.py)."""
+    if known is None:
+        return {}
+    if not isinstance(known, Mapping):
+        raise ValueError(f"known must be a dict engine -> Known, got {type(known).__name__}")
+    for engine, what in known.items():
+        if not isinstance(what, Known):
+            raise ValueError(
+                f"known[{engine!r}] must be a Known(kind, reason), got {type(what).__name__}"
+            )
+    return dict(known)
 
 
 def _check_math(math: str | Sequence[str] | None) -> tuple[str, ...]:

@@ -149,6 +149,30 @@ def _label_marginals(log_w: np.ndarray, labellings: np.ndarray, C: int) -> Index
         r"y_i \sim \mathrm{Categorical}(\pi),"
         r" \quad x_{ij} \mid y_i \sim \mathcal{N}(\mu_{y_i j},\, \tau_{y_i j}^{-1})",
     ],
+    known={
+        "hmc": zoo.Known(
+            "slow", "enumerated classes at every gradient; test_naive_bayes checks the samplers"
+        ),
+        "nuts": zoo.Known(
+            "slow",
+            "enumerated classes at every gradient; test_naive_bayes runs it against the truth",
+        ),
+        "mams": zoo.Known(
+            "slow",
+            "enumerated classes at every gradient; test_mams checks mams against closed "
+            "forms and by SBC",
+        ),
+        "importance": zoo.Known(
+            "slow",
+            "many proposals through the enumerated classes; test_importance checks the engine",
+        ),
+        "pathfinder": zoo.Known("slow", "enumerated classes at every gradient of every path"),
+        "mh": zoo.Known(
+            "not_mixing",
+            "random-walk MH from a prior draw in 27 dimensions with posterior sds 1/200 "
+            "of the prior's",
+        ),
+    },
 )
 def naive_bayes(
     X: torch.Tensor,
@@ -295,6 +319,13 @@ def _(seed: int) -> tuple[dict[str, Any], dict[str, Any]]:
         r"y_i \sim \mathrm{Categorical}(\pi),"
         r" \quad x_{ij} \mid y_i \sim \mathrm{Bernoulli}(\theta_{y_i j})",
     ],
+    known={
+        "importance": zoo.Known(
+            "slow",
+            "many proposals through the enumerated classes; test_importance checks the engine",
+        ),
+        "nuts": zoo.Known("slow", "test_naive_bayes runs it against the closed form"),
+    },
 )
 def naive_bayes_bernoulli(
     X: torch.Tensor,

@@ -191,6 +191,14 @@ def fitted(name: str) -> bool:
         r"x_i \mid z_i \sim \mathcal{N}(\mu_\theta(z_i),\, \mathrm{diag}\, \sigma_\theta^2(z_i))",
         r"q_\phi(z_i \mid x_i) = \mathcal{N}(m_\phi(x_i),\, \mathrm{diag}\, s_\phi^2(x_i))",
     ],
+    known=dict.fromkeys(
+        ("svi_meanfield", "svi_iwae", "svi_bayes_decoder"),
+        zoo.Known(
+            "slow",
+            "SVI steps, then held-out importance sampling; test_deep runs the engine at a"
+            " smaller size",
+        ),
+    ),
 )
 def vae(
     x: torch.Tensor,
@@ -404,6 +412,12 @@ def reconstructions(
         r"q_\phi(z_i \mid x_i, y_i) = \mathcal{N}(m_\phi([x_i; y_i]),\,"
         r" \mathrm{diag}\, s_\phi^2([x_i; y_i]))",
     ],
+    known={
+        "svi": zoo.Known(
+            "slow",
+            "SVI steps, then held-out importance sampling; test_deep runs it at a smaller size",
+        ),
+    },
 )
 def cvae(
     x: torch.Tensor,
@@ -499,6 +513,12 @@ def score_cvae(
         r"x_i \mid z_i \sim \mathcal{N}(\mu_\theta(z_i),\, \mathrm{diag}\, \sigma_\theta^2(z_i))",
         r"q_\phi(z_i \mid x_i) = \mathcal{N}(m_\phi(x_i),\, \mathrm{diag}\, s_\phi^2(x_i))",
     ],
+    known={
+        "svi": zoo.Known(
+            "slow",
+            "SVI steps, then held-out importance sampling; test_deep runs it at a smaller size",
+        ),
+    },
 )
 def vade(
     x: torch.Tensor,

@@ -125,6 +125,14 @@ def decoder_logits(onehot: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
         r" \quad \theta = \mathrm{onehot}(z)\, W + b",
         r"q_\phi(z_n \mid x_n) = \mathrm{Categorical}(\mathrm{softmax}(f_\phi(x_n)))",
     ],
+    known=dict.fromkeys(
+        ("svi_reinforce", "svi_baseline", "svi_nvil", "svi_muprop", "svi_gumbel"),
+        zoo.Known(
+            "slow",
+            "test_discrete_vae trains every estimator and checks that each improves the "
+            "held-out ELBO",
+        ),
+    ),
 )
 def discrete_vae(
     x: torch.Tensor,

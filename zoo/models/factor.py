@@ -86,6 +86,9 @@ def ppca_digits(n: int | None = None) -> dict[str, Any]:
         r" \quad x_i \mid z_i \sim \mathcal{N}(W z_i + \mu,\, \sigma^2 I_D)",
         r"\Rightarrow\ x_i \sim \mathcal{N}(\mu,\, W W^{\mathrm{T}} + \sigma^2 I)",
     ],
+    known={
+        "nuts": zoo.Known("slow", "216 dimensions along the loadings' rotation ridge"),
+    },
 )
 def probabilistic_pca(X: torch.Tensor, d: int = 2) -> None:
     r"""Probabilistic PCA: each D-dim observation is a linear image of a d-dim Gaussian factor

@@ -65,6 +65,9 @@ def _noisy_sine(seed: int = 0) -> dict[str, torch.Tensor]:
         r"y_i = f(x_i) + \epsilon_i, \quad \epsilon_i \sim \mathcal{N}(0,\, \sigma_n^2)",
         r"\Rightarrow\ y \sim \mathcal{N}(0,\, K + \sigma_n^2 I), \quad K_{ik} = k(x_i, x_k)",
     ],
+    known={
+        "mams": zoo.Known("slow", "test_mams checks mams against closed forms and by SBC"),
+    },
 )
 def gaussian_process(x: torch.Tensor, y: torch.Tensor) -> None:
     r"""GP regression with an RBF kernel; f integrated out, the hyper-parameters inferred.

@@ -292,6 +292,17 @@ gym_brownian_motion = zoo.register(
         r"\quad (\mathrm{innovation,\ observation\ noise})",
         *BM_MATH,
     ],
+    known={
+        "mh": zoo.Known(
+            "not_mixing", "random-walk MH in 32 dimensions whose two scales set every step's width"
+        ),
+        "laplace": zoo.Known(
+            "fails",
+            "the locs on the observations as observation_noise_scale -> 0: the density is"
+            " unbounded",
+            error="no mode found",
+        ),
+    },
 )
 
 
@@ -568,6 +579,13 @@ gym_lorenz_bridge = zoo.register(
     opt_in=True,
     seed_ref="beyond the seeds: Inference Gym, ConvectionLorenzBridge",
     math=[r"\sigma_i = 0.1,\ \sigma_o = 1 \quad (\mathrm{known})", *LORENZ_MATH],
+    known={
+        "laplace": zoo.Known(
+            "fails",
+            "bounded, but L-BFGS stalls in the chaotic drift's curved valley",
+            error="no mode found",
+        ),
+    },
 )
 gym_lorenz_bridge_unknown_scales = zoo.register(
     "gym_lorenz_bridge_unknown_scales",
@@ -578,6 +596,14 @@ gym_lorenz_bridge_unknown_scales = zoo.register(
     opt_in=True,
     seed_ref="beyond the seeds: Inference Gym, ConvectionLorenzBridgeUnknownScales",
     math=[r"\sigma_i,\ \sigma_o \sim \mathrm{LogNormal}(-1,\, 1)", *LORENZ_MATH],
+    known={
+        "laplace": zoo.Known(
+            "fails",
+            "the latents onto the Euler path as innovation_scale -> 0: the density grows "
+            "as the scale to the -87th against a LogNormal(-1, 1) prior",
+            error="no mode found",
+        ),
+    },
 )
 
 
@@ -975,6 +1001,28 @@ SV_TARGETS = (
         True,
     ),
 )
+# what the engines are known to do on each (by the suffix)
+SV_KNOWN = {
+    "_small": {
+        "laplace": zoo.Known(
+            "fails",
+            "the volatilities on their AR mean as white_noise_shock_scale -> 0: a funnel",
+            error="no mode found",
+        ),
+    },
+    "_log": {
+        "laplace": zoo.Known(
+            "fails",
+            "L-BFGS stalls on the 2519 dimensions of the log returns' volatility",
+            error="no mode found",
+        ),
+        "importance": zoo.Known(
+            "fails",
+            "importance's Gaussian proposal comes out with a non-finite mean on 2519 dimensions",
+            error="to satisfy the constraint",
+        ),
+    },
+}
 for _suffix, _module, _target, _points, _log in SV_TARGETS:
     zoo.register(
         f"gym_stochastic_volatility{_suffix}",
@@ -985,6 +1033,7 @@ for _suffix, _module, _target, _points, _log in SV_TARGETS:
         opt_in=True,
         seed_ref=f"beyond the seeds: Inference Gym, {_target}",
         math=SV_LOG_MATH if _log else SV_MATH,
+        known=SV_KNOWN.get(_suffix),
     )
 
 
@@ -1110,6 +1159,13 @@ gym_radon = zoo.register(
     opt_in=True,
     seed_ref="beyond the seeds: Inference Gym, RadonContextualEffectsMinnesota; Gelman & Hill 2007",
     math=[r"\tau,\ \sigma \sim \mathrm{Uniform}(0,\, 100)", *RADON_MATH],
+    known={
+        "laplace": zoo.Known(
+            "fails",
+            "the counties on their mean as the scale -> 0: the density is unbounded",
+            error="no mode found",
+        ),
+    },
 )
 gym_radon_halfnormal = zoo.register(
     "gym_radon_halfnormal",
@@ -1121,6 +1177,13 @@ gym_radon_halfnormal = zoo.register(
     seed_ref="beyond the seeds: Inference Gym, RadonContextualEffectsHalfNormalMinnesota; "
     "Gelman & Hill 2007",
     math=[r"\tau,\ \sigma \sim \mathrm{HalfNormal}(1)", *RADON_MATH],
+    known={
+        "laplace": zoo.Known(
+            "fails",
+            "the counties on their mean as the scale -> 0 (under HalfNormal(1) scales too)",
+            error="no mode found",
+        ),
+    },
 )
 
 

@@ -47,6 +47,11 @@ COIN_PRIOR = (1.0, 1.0)  # Beta prior of each coin's heads probability (model an
         r"z_j \mid \pi \sim \mathrm{Bernoulli}(\pi)",
         r"y_j \mid z_j \sim \mathrm{Bernoulli}(z_j\, p + (1 - z_j)\, q), \quad j = 1, \ldots, n",
     ],
+    known={
+        "importance": zoo.Known(
+            "slow", "test_importance checks the engine; the slow run keeps this cell"
+        ),
+    },
 )
 def three_coin(y: torch.Tensor) -> None:
     r"""Three-coin model: coin A picks which of coins B and C is tossed; only the toss is seen.
@@ -214,6 +219,25 @@ SCALE_PRIOR = (float(np.log(0.5)), 1.0)
         r"z_n \mid w \sim \mathrm{Categorical}(w)",
         r"y_n \mid z_n \sim \mathcal{N}(\mu_{z_n},\, \sigma_{z_n}^2), \quad n = 1, \ldots, N",
     ],
+    known={
+        "hmc": zoo.Known("slow", "enumerated components at every gradient; its chees cell stays"),
+        "nuts": zoo.Known(
+            "slow",
+            "enumerated components at every gradient; test_gaussian_mixture runs it "
+            "against the truth",
+        ),
+        "mams": zoo.Known(
+            "slow",
+            "enumerated components at every gradient; test_mams checks mams against "
+            "closed forms and by SBC",
+        ),
+        "importance": zoo.Known(
+            "slow",
+            "many proposals through the enumerated components; test_importance checks the engine",
+        ),
+        "mh": zoo.Known("slow", "enumerated components at every step; its chees cell stays"),
+        "pathfinder": zoo.Known("slow", "enumerated components at every gradient of every path"),
+    },
 )
 def gaussian_mixture(y: torch.Tensor, K: int = 2) -> None:
     r"""Gaussian mixture (1-D): each observation comes from one of K normal components.
@@ -513,6 +537,10 @@ def _faithful_eruptions(seed: int = 0) -> dict:
         r"z_n \mid w \sim \mathrm{Categorical}(w)",
         r"y_n \mid z_n \sim \mathcal{N}(\mu_{z_n},\, \sigma^2), \quad n = 1, \ldots, N",
     ],
+    known=dict.fromkeys(
+        ("hmc", "mh"),
+        zoo.Known("slow", "as costly as gaussian_mixture's; its own tests check cavi against svi"),
+    ),
 )
 def gaussian_mixture_known_spread(
     y: torch.Tensor,

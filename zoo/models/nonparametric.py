@@ -91,6 +91,9 @@ def _dp_synthetic(seed: int, n: int = 80) -> tuple[dict[str, Any], dict[str, Any
         r"z_i \mid \pi \sim \mathrm{Categorical}(\pi)",
         r"y_i \mid z_i \sim \mathcal{N}(\theta_{z_i},\, \sigma^2), \quad i = 1, \ldots, N",
     ],
+    known={
+        "nuts": zoo.Known("slow", "10 components enumerated for 80 points"),
+    },
 )
 def dirichlet_process_mixture(
     y: torch.Tensor,

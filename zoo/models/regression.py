@@ -212,6 +212,10 @@ def _diabetes_regression(seed: int = 0) -> dict[str, Any]:
         r"y_n \mid \beta, \sigma \sim \mathcal{N}(x_n^{\mathrm{T}} \beta,\, \sigma^2),"
         r" \quad n = 1, \ldots, N",
     ],
+    known={
+        "mams": zoo.Known("slow", "test_mams checks mams against closed forms and by SBC"),
+        "nuts": zoo.Known("slow", "test_regression runs it against the truth"),
+    },
 )
 def linear_regression(
     X: torch.Tensor, y: torch.Tensor, tau: float = 5.0, sigma_scale: float = 1.0
@@ -467,6 +471,13 @@ def _breast_cancer(seed: int = 0) -> dict[str, Any]:
         r"\mathrm{Bernoulli}(\mathrm{sigmoid}(\alpha + x_n^{\mathrm{T}} \beta)),"
         r" \quad n = 1, \ldots, N",
     ],
+    known={
+        "mams": zoo.Known("slow", "test_mams checks mams against closed forms and by SBC"),
+        "nuts": zoo.Known("slow", "test_regression runs it against the truth"),
+        "pathfinder": zoo.Known(
+            "slow", "k-hat above 0.7 at check size: only shapes could be checked"
+        ),
+    },
 )
 def logistic_regression(
     X: torch.Tensor, y: torch.Tensor, prior_sd: float = 1.0, intercept_sd: float = 5.0

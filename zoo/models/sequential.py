@@ -77,6 +77,11 @@ def _seed_sequence(seed: int = 0) -> dict[str, Any]:
         r" \quad t = 2, \ldots, T",
         r"x_t \mid z_t \sim \mathrm{Categorical}(B_{z_t\cdot}), \quad t = 1, \ldots, T",
     ],
+    known={
+        "nuts": zoo.Known(
+            "slow", "the hidden chain enumerated at every gradient; its svi cell stays"
+        ),
+    },
 )
 def hmm(x: torch.Tensor, K: int = 2, M: int = 3) -> None:
     r"""Hidden Markov model with categorical emissions; the states are summed out exactly.
@@ -285,6 +290,9 @@ def _regime_series(seed: int = 0) -> dict[str, Any]:
         r" \quad t = 2, \ldots, T",
         r"x_t \mid z_t \sim \mathcal{N}(\mu_{z_t},\, \sigma_{z_t}^2), \quad t = 1, \ldots, T",
     ],
+    known={
+        "nuts": zoo.Known("slow", "12 enumerated states, four chains"),
+    },
 )
 def gaussian_hmm(x: torch.Tensor, K: int = 2) -> None:
     r"""Hidden Markov model with Gaussian emissions (a regime-switching series); the states are
