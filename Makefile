@@ -33,8 +33,8 @@ NEXT_VENV  := .venv-torch-next
 NEXT_PY    := $(NEXT_VENV)/bin/python
 NEXT_STAMP := $(NEXT_VENV)/.installed-stamp
 NEXT_TORCH ?= 2.14.1
-NEXT_TESTS ?= tests/test_backend.py tests/test_simplify.py tests/test_log_einsum.py \
-	tests/test_samplers.py tests/test_engines.py
+NEXT_TESTS ?= tests/inference/backend tests/inference/test_density.py tests/inference/test_engines.py \
+	$(addprefix tests/inference/samplers/test_,driver.py nuts.py chees.py metric.py hmc.py samplers.py)
 
 $(NEXT_STAMP): pyproject.toml
 	test -x $(NEXT_PY) || $(PYTHON) -m venv $(NEXT_VENV)

@@ -1,6 +1,6 @@
 """The Inference Gym's own log densities at a few points of each target the zoo writes
-(zoo/models/gym.py), saved for tests/test_gym.py, which checks that the zoo's log joint is
-equal to them (CI has no TensorFlow Probability).
+(zoo/models/gym.py), saved for tests/zoo/models/test_gym.py, which checks that the zoo's log
+joint is equal to them (CI has no TensorFlow Probability).
 
     python benchmarks/gym_log_densities.py [--points 3] [--seed 0] \
         [--out tests/data/gym_log_densities.json] [--targets gym_german_credit]
@@ -12,10 +12,11 @@ draw per element (positive sites by absolute value, the persistence clipped into
 rounded to 8 significant digits; the Gym's ``unnormalized_log_prob`` (prior plus likelihood,
 constrained space) is computed at the rounded point (in float64: the Gym's data are cast up,
 except the ill-conditioned Gaussian's covariance, which the Gym rounds to float32 before its
-Cholesky factor; tests/test_gym.py gives the zoo's model that rounded factor there). Radon's
-Gym target is built from the zoo's vendored Minnesota data (the Gym reads it through TensorFlow
-Datasets, which downloads): it checks the model's formula, and tests/test_gym.py checks the
-data's preprocessing. So are German credit's: the Gym's ``LogisticRegression`` and
+Cholesky factor; tests/zoo/models/test_gym.py gives the zoo's model that rounded factor
+there). Radon's Gym target is built from the zoo's vendored Minnesota data (the Gym reads it
+through TensorFlow Datasets, which downloads): it checks the model's formula, and
+tests/zoo/models/test_gym.py checks the data's preprocessing. So are German credit's: the
+Gym's ``LogisticRegression`` and
 ``SparseLogisticRegression`` (the classes of its ``GermanCreditNumericLogisticRegression`` and
 ``GermanCreditNumericSparseLogisticRegression``) on the vendored data, prepared as the Gym
 prepares it (``zoo_datasets.gym.german_credit_numeric``); the probit regression is the Gym's

@@ -6,7 +6,7 @@ on its data and evaluates, at ``POINTS`` of the thinned reference draws, the log
 constrained parameters, up to Stan's dropped constants) and the gradient with respect to the
 unconstrained parameters (with the transforms' Jacobian, the only one pystan gives). It writes
 tests/data/stan_log_densities/<posterior>.json, with the httpstan (Stan) and pystan versions;
-tests/test_posteriordb.py checks each Pyro model against it without Stan.
+tests/zoo/models/test_posteriordb.py checks each Pyro model against it without Stan.
 
 Needs the ``stan`` extra in a venv of its own (pystan 3 imports ``pkg_resources``):
 ``python -m venv /tmp/stan && /tmp/stan/bin/pip install "setuptools<80" pystan``, then

@@ -212,7 +212,7 @@ GENERIC_ENGINES: dict[str, EngineSpec] = {
             laplace_engine,
             "Laplace approximation on the unconstrained space, evidence estimate",
             needs="all continuous",
-            # exact on a Gaussian posterior (tests/test_laplace.py)
+            # exact on a Gaussian posterior (tests/inference/test_laplace.py)
             biased="a Gaussian on the unconstrained space misses a skewed posterior's mean by "
             "a fixed amount",
             budgets={

@@ -2,10 +2,10 @@ import contextlib
 import warnings
 
 import pytest
-from seeding import SHIFT
 
 import zoo
 import zoo.api
+from tests.seeding import SHIFT
 
 warnings.filterwarnings("ignore", category=FutureWarning)
 

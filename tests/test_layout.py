@@ -137,3 +137,17 @@ def test_the_guide_table_lists_every_engine_with_its_options():
         options = row.split("|")[3]
         missing = [o for o in spec.defaults if f"`{o}`" not in options and o != "progress"]
         assert not missing, f"docs/guide/engines.md's row for {name!r} does not name {missing}"
+
+
+def test_the_tests_mirror_the_packages():
+    """Each folder of tests/ is a folder of the repository (tests/inference/samplers holds the
+    tests of inference/samplers), and a test file is named for what it tests."""
+    tests = ROOT / "tests"
+    folders = [p for p in tests.rglob("*") if p.is_dir() and p.name not in ("data", "__pycache__")]
+    assert folders
+    stray = [str(p.relative_to(tests)) for p in folders if "data" not in p.relative_to(tests).parts
+             and not (ROOT / p.relative_to(tests)).is_dir()]  # fmt: skip
+    assert not stray, f"test folders with no package folder of that name: {stray}"
+    for p in folders:
+        if "data" not in p.relative_to(tests).parts:
+            assert (p / "__init__.py").is_file(), f"{p}: a package, so that names do not clash"

@@ -2,9 +2,9 @@
 
 import numpy as np
 import pytest
-from seeding import shifted
 
 import zoo
+from tests.seeding import shifted
 
 pytestmark = pytest.mark.slow
 

@@ -9,7 +9,7 @@ internals or TorchScript. Nothing outside this package uses them.
 - :mod:`~zoo_inference.backend.policy`: when compiling a run pays;
 - :mod:`~zoo_inference.backend.versions`: the versions each private path was verified on. Outside
   them a path falls back to a public form (the FX graph, the eager density, Pyro's own
-  contraction), tested to give the same values (``tests/test_backend.py``).
+  contraction), tested to give the same values (``tests/inference/backend/test_backend.py``).
 """
 
 from .compile import (

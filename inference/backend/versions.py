@@ -1,8 +1,9 @@
 """The private parts of torch, Pyro and opt_einsum the backend uses, each with the versions it was
 verified on. A path is used only where every library it touches is installed at a verified
 version; elsewhere the backend falls back to a public form (the plain traced graph, the eager
-density, Pyro's own contraction) and the caller keeps working, slower. ``tests/test_backend.py``
-forces each fallback (:func:`unverified`) and checks it gives the same values."""
+density, Pyro's own contraction) and the caller keeps working, slower.
+``tests/inference/backend/test_backend.py`` forces each fallback (:func:`unverified`) and checks
+it gives the same values."""
 
 from __future__ import annotations
 

@@ -178,8 +178,8 @@ def discrete_vae(
       b(z) = f(mu) + f'(mu)^T (z - mu), plus that control variate's expectation's gradient
       f'(mu)^T grad mu(phi) (:class:`~zoo_inference.algorithms.muprop.MuPropELBO`); z is one-hot
       (OneHotCategorical) so the model can score the mean field, a probability vector, with
-      its log densities extended linearly; unbiased (tests/test_muprop.py checks it against
-      enumeration);
+      its log densities extended linearly; unbiased
+      (tests/inference/algorithms/test_muprop.py checks it against enumeration);
     - ``gumbel`` (``svi_gumbel``): the Gumbel-softmax relaxation (L978–1040) of the one term
       that needs sampling, E_q[log p(x | z)]: z becomes the relaxed one-hot vector
       softmax((log q + g) / tau), g ~ Gumbel(0, 1), reparameterised (Trace_ELBO), at temperature

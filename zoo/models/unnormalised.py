@@ -87,7 +87,8 @@ def unnormalised_gaussian(
     unit-variance data; ``noise_ratio`` nu = 1 is the seed's equal sizes, L1337), by logistic
     regression (:func:`~zoo_inference.algorithms.nce.nce_exponential_family`), and so estimates
     mu, tau and c; c is checked against the true -log Z at the estimated tau, which nothing in
-    the fit imposes, and mu, tau against the generating values and the MLE (tests/test_nce.py).
+    the fit imposes, and mu, tau against the generating values and the MLE
+    (tests/inference/algorithms/test_nce.py).
 
     Default data: N = 1000 draws of N(1, 1) (mu = 1, tau = 1; numpy's generator seeded 2010),
     prior mu0 = 0, kappa0 = 1, a0 = 2, b0 = 1 (worth about one observation).

@@ -9,9 +9,9 @@ a program's form share a model function, and each is registered as ``pdb_<poster
 as ``_``) on its own data, with the design its program's ``transformed data`` block builds. A
 parameter without a prior statement gets Stan's implicit flat prior on its support
 (``ImproperUniform``). The data are float64, as Stan's: a translation's log joint minus Stan's
-log density is then constant to round-off at the reference draws (tests/test_posteriordb.py
-reads Stan's values from tests/data/stan_log_densities/, written by
-benchmarks/stan_log_densities.py).
+log density is then constant to round-off at the reference draws
+(tests/zoo/models/test_posteriordb.py reads Stan's values from tests/data/stan_log_densities/,
+written by benchmarks/stan_log_densities.py).
 
 The truth is the reference posterior, on the posterior's own data only: each parameter's mean
 and sd, and the mean's Monte-Carlo standard error (ESS-based); its E[x^2], Var[x^2] and 5/50/95%
