@@ -156,6 +156,14 @@ class _Weighted:
     fit: dict[str, Any]  # how a fitted proposal was fitted: Pyro's JIT ELBO or not, and why not
 
 
+def non_finite_parameters(guide: Any) -> list[str]:
+    """The names of a fitted autoguide's parameters holding a NaN or an infinity (a guide of
+    the model's own is not a module: its draws are checked as they are weighed)."""
+    if not isinstance(guide, torch.nn.Module):
+        return []
+    return [k for k, v in guide.named_parameters() if not bool(torch.isfinite(v).all())]
+
+
 def _weighted(ctx: EngineContext, name: str, n: int, fit_steps: int, lr: float) -> _Weighted:
     """``n`` draws from proposal ``name`` (the prior, the model's guide or an autoguide fitted
     first) and log weights log p(y, theta) - log q(theta); NumericalFailure if none is finite."""
@@ -168,6 +176,13 @@ def _weighted(ctx: EngineContext, name: str, n: int, fit_steps: int, lr: float) 
         fit: dict[str, Any] = {}
     else:
         fitted = fit_guide(ctx, guide=name, elbo=None, num_steps=fit_steps, lr=lr, jit=None)
+        bad = non_finite_parameters(fitted.guide)
+        if bad:  # drawing from it would fail on a distribution's argument check
+            raise NumericalFailure(
+                f"the {name} proposal's fit diverged: {len(bad)} of its parameters are not "
+                f"finite after {fit_steps} SVI steps (lr={lr}; first: {bad[0]}); try a smaller "
+                "lr, or proposal='prior'"
+            )
         values, log_w = weighted_draws(
             ctx, fitted.guide, fitted.sampled, fitted.enumerated, n, name=f"the {name} guide"
         )

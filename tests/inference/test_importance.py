@@ -77,6 +77,23 @@ def test_a_fitted_proposal_says_how_it_was_fitted(regression, monkeypatch):
     assert run.diagnostics["jit_fallback"] == "the JIT ELBO disagreed"
 
 
+def test_a_proposal_whose_fit_diverged_fails_and_says_so(regression, monkeypatch):
+    """A fitted proposal with a NaN parameter (its fit diverged) fails with the engine's own
+    message, not a distribution's argument check from deep inside the draws."""
+    from zoo_inference import importance, svi
+
+    def diverged(*args, **kwargs):
+        fitted = svi.fit_guide(*args, **kwargs)
+        with torch.no_grad():
+            next(fitted.guide.parameters()).fill_(float("nan"))
+        return fitted
+
+    monkeypatch.setattr(importance, "fit_guide", diverged)
+    run = zoo.run(regression, "importance", proposal="mvn", num_samples=200, fit_steps=20, seed=1)
+    assert run.status == "failed"
+    assert "the mvn proposal's fit diverged" in run.error and "lr=0.05" in run.error, run.error
+
+
 def test_the_prior_asked_for_is_kept_and_flagged_unreliable(regression):
     run = zoo.run(regression, "importance", proposal="prior", num_samples=4000, seed=3)
     assert run.diagnostics["proposal"] == "prior"
