@@ -131,11 +131,12 @@ def reusing(compiled: Callable[..., Any]) -> Callable[..., tuple[torch.Tensor, .
 
     A call of inductor's CPU code runs its kernels in microseconds, and spends tens of them in
     Python around them: the compiled graph's wrapper, then its own code, which allocates every
-    buffer afresh (``empty_strided_cpu``) and views into them (``reinterpret_tensor``): on
-    eight_schools' NUTS step (one 4-us kernel), 54 us a call. Here the generated function runs
-    with its allocations answered from the buffers it made two calls before, with the same views
-    of them: 21 us a call. Its outputs are those buffers, so a caller must be done with a call's
-    outputs by the call after next (a sampler's state, passed from one step to the next, is).
+    buffer afresh (``empty_strided_cpu``) and views into them (``reinterpret_tensor``). Here the
+    generated function runs with its allocations answered from the buffers it made two calls
+    before, with the same views of them: a compiled NUTS step's call with and without is in
+    benchmarks/results/private_paths.md. Its outputs are those buffers, so a caller must be done
+    with a call's outputs by the call after next (a sampler's state, passed from one step to the
+    next, is).
     :meth:`zoo_inference.density.BatchedDensity.fuse` checks what it computes."""
     if not BUFFER_REUSE.usable():
         return None

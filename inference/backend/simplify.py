@@ -25,7 +25,8 @@ numbers up to the rounding of the constants' order of operations (and the sign o
 ``x + 0``); :class:`zoo_inference.density.BatchedDensity` checks it against the model's eager
 density at fresh points before using it, as it checks every form. Where torch is outside the
 versions this was verified on (:data:`zoo_inference.backend.versions.SIMPLIFY`), the graph is left
-as traced.
+as traced (TorchScript then fails to trace the fused NUTS steps that benchmarks/private_paths.py
+runs, an ``aten::scalar_tensor`` of a bool among their nodes, and those steps run eagerly).
 """
 
 from __future__ import annotations

@@ -40,10 +40,11 @@ def failed_factor_as_nan(graph: torch.fx.GraphModule) -> None:
     a matrix that is singular or not positive definite raises there) as NaN in that
     factorisation's outputs, for the batch elements whose ``info`` is not 0. The chain's log
     density and gradient become NaN, which the density turns into a rejected point: what the
-    per-chain fallback does after the error, without the error. The check is the graph's one
-    side effect; inductor's on-disk cache cannot key a graph that has one (every process then
-    compiles anew: 15-30 s for linear_gaussian_ssm). Unverified, the checks stay (a failed
-    factorisation raises, and the density evaluates that batch one chain at a time)."""
+    per-chain fallback does after the error, without the error. It matters where the check
+    runs: in an inductor-compiled graph and the FX graph (TorchScript's trace drops the check).
+    Unverified, the checks stay (a failed factorisation raises there, and the density evaluates
+    that batch one chain at a time; a compiled sampler step falls back to its eager form; the
+    price of such a call is in benchmarks/results/private_paths.md)."""
     if not FAILED_FACTOR.usable():
         return
     check = torch.ops.aten._linalg_check_errors.default
