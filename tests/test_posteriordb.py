@@ -15,7 +15,7 @@ import torch
 from torch.distributions import biject_to
 
 import zoo
-from zoo.models.posteriordb.base import TOLERANCES
+from zoo.models.posteriordb.base import NUTS_FAILURES, TOLERANCES
 from zoo_datasets.posteriordb import posteriordb_reference, vendored_posteriors
 from zoo_inference.reference import default_dtype
 
@@ -121,9 +121,18 @@ def test_truth_is_the_reference_on_its_own_data_only(name: str) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(m, marks=pytest.mark.xfail(reason=NUTS_FAILURES[m]))
+        if m in NUTS_FAILURES
+        else m
+        for m in MODELS
+    ],
+)
 def test_nuts_agrees_with_the_reference(name: str) -> None:
-    """Every mean within 5 combined standard errors (the reference's and the run's)."""
+    """Every mean within 5 combined standard errors (the reference's and the run's); a
+    posterior whose registration declares that NUTS fails it is an expected failure."""
     run = zoo.run(name, "nuts", seed=0, progress=False)
     assert run.status == "ok", run.reasons
     truth = zoo.get_model(name).ground_truth()
