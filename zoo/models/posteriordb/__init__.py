@@ -21,7 +21,7 @@ Every posterior here is ``opt_in``: a whole-zoo report leaves them out; ``zoo re
 pdb_kidiq_kidscore_momiq ...`` runs one.
 
 One module per kind of model: ``arm`` (the ARM book's regressions), ``gaussian_processes``
-(Stan's benchmark GPs), ... . Adding a posterior:
+(Stan's benchmark GPs), ``ode`` (ODE models), ... . Adding a posterior:
 run ``benchmarks/posteriordb_vendor.py PATH POSTERIOR`` (its data, program and reference land
 in datasets/posteriordb/), write or reuse the model function in its kind's module and register
 it with :func:`zoo.models.posteriordb.base.posterior`, then run
@@ -29,4 +29,4 @@ it with :func:`zoo.models.posteriordb.base.posterior`, then run
 (tests/data/stan_log_densities/POSTERIOR.json).
 """
 
-from . import arm, gaussian_processes  # noqa: F401
+from . import arm, gaussian_processes, ode  # noqa: F401
