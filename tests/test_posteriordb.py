@@ -124,7 +124,8 @@ def test_truth_is_the_reference_on_its_own_data_only(name: str) -> None:
 @pytest.mark.parametrize(
     "name",
     [
-        pytest.param(m, marks=pytest.mark.xfail(reason=NUTS_FAILURES[m]))
+        # not run: each failure was measured once, and some runs take hours
+        pytest.param(m, marks=pytest.mark.xfail(reason=NUTS_FAILURES[m], run=False))
         if m in NUTS_FAILURES
         else m
         for m in MODELS
