@@ -11,7 +11,10 @@ parameter without a prior statement gets Stan's implicit flat prior on its suppo
 (``ImproperUniform``). The data are float64, as Stan's: a translation's log joint minus Stan's
 log density is then constant to round-off at the reference draws (tests/test_posteriordb.py
 reads Stan's values from tests/data/stan_log_densities/, written by
-benchmarks/stan_log_densities.py).
+benchmarks/stan_log_densities.py). Where round-off is out of reach (an ODE solver's error, an
+ill-conditioned Cholesky factor) the registration declares a ``Tolerance`` with its measured
+reason; where the zoo's NUTS fails the slow check against the reference, ``nuts_fails`` says
+why (:func:`zoo.models.posteriordb.base.posterior`).
 
 The truth is the reference posterior, on the posterior's own data only: each parameter's mean
 and sd, and the mean's Monte-Carlo standard error (ESS-based); its E[x^2], Var[x^2] and 5/50/95%
