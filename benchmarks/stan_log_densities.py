@@ -61,6 +61,21 @@ def stan_values(draws: dict[str, list[float]], i: int) -> dict[str, object]:
     return out
 
 
+def gp_pois_regr_parameters(values: dict[str, object], data: dict[str, object]) -> dict:
+    """gp_pois_regr's reference holds the transformed parameter ``f = L f_tilde`` (L the
+    Cholesky factor of the program's covariance, jitter 1e-10 included); Stan's parameter is
+    ``f_tilde = L^-1 f``."""
+    x = np.asarray(data["x"], dtype=float)
+    alpha, rho = float(values["alpha"]), float(values["rho"])
+    cov = alpha**2 * np.exp(-0.5 * (x[:, None] - x[None, :]) ** 2 / rho**2) + 1e-10 * np.eye(len(x))
+    f_tilde = np.linalg.solve(np.linalg.cholesky(cov), np.asarray(values["f"], dtype=float))
+    return {"rho": rho, "alpha": alpha, "f_tilde": f_tilde.tolist()}
+
+
+# Stan programs whose reference draws name transformed parameters: the map to Stan's parameters
+TO_PARAMETERS = {"gp_pois_regr": gp_pois_regr_parameters}
+
+
 def main(argv: list[str] | None = None) -> int:
     import stan
 
@@ -80,6 +95,8 @@ def main(argv: list[str] | None = None) -> int:
         rows = []
         for i in picks:
             values = stan_values(ref["thinned"], i)
+            if ref["model"] in TO_PARAMETERS:
+                values = TO_PARAMETERS[ref["model"]](values, data)
             u = fit.unconstrain_pars(values)
             rows.append(
                 {

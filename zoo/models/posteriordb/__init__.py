@@ -11,7 +11,10 @@ parameter without a prior statement gets Stan's implicit flat prior on its suppo
 (``ImproperUniform``). The data are float64, as Stan's: a translation's log joint minus Stan's
 log density is then constant to round-off at the reference draws
 (tests/zoo/models/test_posteriordb.py reads Stan's values from tests/data/stan_log_densities/,
-written by benchmarks/stan_log_densities.py).
+written by benchmarks/stan_log_densities.py). Where round-off is out of reach (an ODE
+solver's error, an ill-conditioned Cholesky factor) the registration declares a ``Tolerance``
+with its measured reason; where the zoo's NUTS fails the slow check against the reference,
+``nuts_fails`` says why (:func:`zoo.models.posteriordb.base.posterior`).
 
 The truth is the reference posterior, on the posterior's own data only: each parameter's mean
 and sd, and the mean's Monte-Carlo standard error (ESS-based); its E[x^2], Var[x^2] and 5/50/95%
@@ -20,7 +23,8 @@ quantiles with their standard errors are in ``zoo_datasets.posteriordb.posterior
 Every posterior here is ``opt_in``: a whole-zoo report leaves them out; ``zoo report
 pdb_kidiq_kidscore_momiq ...`` runs one.
 
-One module per kind of model: ``arm`` (the ARM book's regressions), ... . Adding a posterior:
+One module per kind of model: ``arm`` (the ARM book's regressions), ``gaussian_processes``
+(Stan's benchmark GPs), ``ode`` (ODE models), ... . Adding a posterior:
 run ``benchmarks/posteriordb_vendor.py PATH POSTERIOR`` (its data, program and reference land
 in datasets/posteriordb/), write or reuse the model function in its kind's module and register
 it with :func:`zoo.models.posteriordb.base.posterior`, then run
@@ -28,4 +32,4 @@ it with :func:`zoo.models.posteriordb.base.posterior`, then run
 (tests/data/stan_log_densities/POSTERIOR.json).
 """
 
-from . import arm  # noqa: F401
+from . import arm, gaussian_processes, ode  # noqa: F401
