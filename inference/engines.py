@@ -369,7 +369,7 @@ def check_options(spec: EngineSpec, options: Mapping[str, Any]) -> dict[str, Any
         if (
             key in POSITIVE_FLOATS
             and not auto_none
-            and (isinstance(value, bool) or not isinstance(value, numbers.Real) or not value > 0)  # type: ignore[operator]  # typeshed: Real has no >
+            and (isinstance(value, bool) or not isinstance(value, numbers.Real) or not value > 0)  # type: ignore[operator]  # typeshed: Real declares only < and <=
         ):
             raise ZooError(f"option {key!r} must be a positive number, got {value!r}")
         if key in PROBABILITIES and not value < 1:

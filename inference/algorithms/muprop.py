@@ -202,5 +202,5 @@ class MuPropELBO(ELBO):
             surrogate, elbo = self.surrogate(model, guide, *args, **kwargs)
             (surrogate / self.num_particles).backward()
             total -= elbo
-        pyro.util.warn_if_nan(total, "loss")  # type: ignore[call-overload]  # float: a Number
+        pyro.util.warn_if_nan(total, "loss")  # type: ignore[call-overload]  # pyro: numbers.Number, not float
         return total / self.num_particles
