@@ -7,7 +7,7 @@ OUT    ?= zoo-report
 SBC_OUT  ?= zoo-sbc
 SBC_REPS ?= 100
 
-.PHONY: report test test-slow test-torch-next lint bench clean sbc docs
+.PHONY: report test test-slow test-torch-next lint typecheck bench clean sbc docs
 
 # torch==2.13.0 is the CPU build (an unpinned torch pulls a multi-GB CUDA build).
 $(STAMP): pyproject.toml
@@ -45,9 +45,20 @@ $(NEXT_STAMP): pyproject.toml
 test-torch-next: $(NEXT_STAMP)
 	$(NEXT_PY) -m pytest -n 2 $(NEXT_TESTS)
 
-# lint-imports: the layering contracts of pyproject.toml ([tool.importlinter])
+# lint-imports: the layering contracts of pyproject.toml ([tool.importlinter]); typecheck: mypy
 lint: $(STAMP)
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check . && $(VENV)/bin/lint-imports
+	$(MAKE) typecheck
+
+# mypy ([tool.mypy] in pyproject.toml) over .typecheck/, symlinks that give the folders their import
+# names (the package-dir of pyproject.toml): mypy cannot find zoo_inference etc. from the tree.
+typecheck: $(STAMP)
+	mkdir -p .typecheck
+	ln -sfn ../zoo .typecheck/zoo
+	ln -sfn ../inference .typecheck/zoo_inference
+	ln -sfn ../reports .typecheck/zoo_reports
+	ln -sfn ../datasets .typecheck/zoo_datasets
+	$(VENV)/bin/mypy -p zoo -p zoo_inference
 
 # Simulation-based calibration of nuts, chees and svi on every model with continuous parameters:
 # SBC_OUT/sbc.html links a page per model and engine (hours on two cores: benchmarks/results/sbc.md).
@@ -74,4 +85,4 @@ bench: $(STAMP)
 	$(PY) benchmarks/engines.py
 
 clean:
-	rm -rf $(VENV) $(NEXT_VENV) $(OUT) *.egg-info docs/_build docs/gallery docs/benchmarks
+	rm -rf $(VENV) $(NEXT_VENV) $(OUT) *.egg-info .typecheck docs/_build docs/gallery docs/benchmarks

@@ -27,7 +27,9 @@ def prior_predictive(
     for name, site in conditioned.nodes.items():
         if site["type"] != "sample" or type(site["fn"]).__name__ == "_Subsample":
             continue
-        value = free.nodes[name]["value"].detach()
+        drawn = free.nodes[name]["value"]
+        assert drawn is not None  # every sample site of a trace has its value
+        value = drawn.detach()
         if site["is_observed"]:
             key = next((k for k, v in data.items() if v is site["value"]), None)
             if key is None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Hashable, Mapping
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import numpy as np
 import pyro
@@ -27,12 +27,14 @@ from pyro.util import warn_if_nan
 from torch import nn
 
 from .discrete import enumerated
+from .sites import site_dist, site_value
 
 # --------------------------------------------------------------------------- networks
 _NETWORKS: dict[tuple[str, Hashable], nn.Module] = {}
+ModuleT = TypeVar("ModuleT", bound=nn.Module)
 
 
-def network(name: str, build: Callable[[], nn.Module], key: Hashable = None) -> nn.Module:
+def network(name: str, build: Callable[[], ModuleT], key: Hashable = None) -> ModuleT:
     """The network ``name`` of the current run, registered with Pyro (``pyro.module``) so that
     SVI trains it.
 
@@ -50,7 +52,8 @@ def network(name: str, build: Callable[[], nn.Module], key: Hashable = None) -> 
     ):
         net = build()
         _NETWORKS[(name, key)] = net
-    return pyro.module(name, net, update_module_params=True)
+    # the module build() made for (name, key): pyro.module returns the module it is given
+    return cast(ModuleT, pyro.module(name, net, update_module_params=True))
 
 
 def fixed_subsample(fn: Callable[..., Any], indices: Mapping[str, torch.Tensor]) -> Callable:
@@ -82,9 +85,10 @@ class SubsampledRenyiELBO(RenyiELBO):
 
     def _particles(self, model: Any, guide: Any, args: Any, kwargs: Any, grads: bool) -> Any:
         """(log weight, surrogate) per particle, stacked, and the common scale of the sites."""
-        elbo_particles, surrogate_particles = [], []
-        scale = 1.0
-        holder = None
+        elbo_particles: list[torch.Tensor] = []
+        surrogate_particles: list[Any] = []  # None each without grads
+        scale: float | None = 1.0
+        holder: torch.Tensor | None = None
         for model_trace, guide_trace in self._get_traces(model, guide, args, kwargs):
             sum_dims = get_dependent_plate_dims(model_trace.nodes.values())
             scale = _common_scale(model_trace, guide_trace)
@@ -264,12 +268,14 @@ def _log_weights(
         for site in trace.nodes.values():
             if site["type"] != "sample" or site_is_subsample(site):
                 continue
-            lp = site["fn"].log_prob(site["value"]).double()
+            lp = site_dist(site).log_prob(site_value(site)).double()
             mask = site["mask"]
             if mask is not None:  # masked out: no term (as in Pyro's scale_and_mask)
                 lp = torch.where(torch.as_tensor(mask), lp, torch.zeros((), dtype=lp.dtype))
             # sum the site's other plates (nested inside the data plate), keeping dims aligned
-            other = [f.dim for f in site["cond_indep_stack"] if f.vectorized and f.dim not in dims]
+            other = [
+                f.dim for f in site["cond_indep_stack"] if f.dim is not None and f.dim not in dims
+            ]  # the vectorized
             other = [d for d in other if -d <= lp.dim()]
             if other:
                 lp = lp.sum(other, keepdim=True)

@@ -38,8 +38,8 @@ def _quiet() -> Iterator[None]:
     """Silence ArviZ's logged warnings and numpy's for degenerate inputs that we report as NaN
     (R-hat of one chain, sd of a one-draw point estimate)."""
     # ArviZ 0.x logs through a Logger of its own beside logging's "arviz"
-    logs = {logging.getLogger("arviz"), getattr(arviz(), "_log", None)}
-    logs = [lg for lg in logs if isinstance(lg, logging.Logger)]
+    found = {logging.getLogger("arviz"), getattr(arviz(), "_log", None)}
+    logs = [lg for lg in found if isinstance(lg, logging.Logger)]
     levels = [lg.level for lg in logs]
     for lg in logs:
         lg.setLevel(logging.ERROR)
@@ -124,7 +124,7 @@ def fast_stats(posterior: Any, hdi_prob: float) -> pd.DataFrame:
 def summarize(idata: az.InferenceData, *, mcmc: bool) -> pd.DataFrame:
     """arviz.summary: mean/sd/HDI, plus R-hat and ESS for MCMC runs (several chains). A large
     posterior without MCMC statistics is summarised by :func:`fast_stats` (the same numbers)."""
-    post = idata.posterior
+    post = idata.posterior  # type: ignore[attr-defined]  # arviz sets groups as attributes
     scalars = sum(int(np.prod(v.shape[2:])) for v in post.data_vars.values())
     if not mcmc and scalars > FAST_SUMMARY and post.sizes.get("draw", 0) > 1:
         return fast_stats(post, float(arviz().rcParams["stats.ci_prob"]))
@@ -172,12 +172,12 @@ def make_run(
             if row in summary.index:
                 summary.loc[row, "mean"] = m
                 summary.loc[row, "sd"] = sds[row]
-    traces = {k: [float(x) for x in v] for k, v in (traces or {}).items()}
+    lists = {k: [float(x) for x in v] for k, v in (traces or {}).items()}
     diag = dict(diagnostics or {})
     if evidence is not None:
         diag["log_evidence"] = evidence.value
-    if "elbo" in traces:
-        diag["elbo"] = traces["elbo"]
+    if "elbo" in lists:
+        diag["elbo"] = lists["elbo"]
     return Run(
         engine=engine,
         idata=idata,
@@ -185,7 +185,7 @@ def make_run(
         kind=kind,
         conditional_on=tuple(conditional_on),
         evidence=evidence,
-        traces=traces,
+        traces=lists,
         diagnostics=diag,
         closed_form=closed_form,
         extras=dict(extras or {}),

@@ -36,7 +36,7 @@ import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -137,7 +137,7 @@ class BatchedDensity:
             blocks.append(Block(name, shape, tuple(value.shape), start, start + size))
             start += size
         self.blocks, self.dim = tuple(blocks), start
-        self._graph: Fn | None = None
+        self._graph: torch.fx.GraphModule | None = None
         self._traced: Fn = self._loop  # the graph as run uncompiled (TorchScript or FX)
         self._fused: dict[tuple[Any, ...], Callable[..., Any] | None] = {}
         self._bare_calls, self._bare_compiled = 0, False
@@ -234,7 +234,7 @@ class BatchedDensity:
             return "traced", self._traced
         return self._to_compiled(graph)
 
-    def _scripted(self, graph: Fn, probe: torch.Tensor) -> Fn:
+    def _scripted(self, graph: torch.fx.GraphModule, probe: torch.Tensor) -> Fn:
         """The traced graph as TorchScript (:func:`zoo_inference.backend.script`); the FX graph
         where scripting is off, fails or disagrees."""
         if not scripting():
@@ -247,7 +247,7 @@ class BatchedDensity:
             return graph
         return scripted
 
-    def _to_compiled(self, graph: Fn) -> tuple[str, Fn]:
+    def _to_compiled(self, graph: torch.fx.GraphModule) -> tuple[str, Fn]:
         """Compiled mode: the samplers' steps are fused through the graph and compiled on their
         first call (:meth:`fuse`); calls of the density itself run the traced graph until there
         have been ``policy.BARE_COMPILE_AFTER`` of them, then its own compiled form."""
@@ -277,13 +277,14 @@ class BatchedDensity:
                 stacklevel=3,
             )
 
-    def _compiled(self, graph: Fn) -> tuple[str, Fn]:
+    def _compiled(self, graph: torch.fx.GraphModule) -> tuple[str, Fn]:
         if reason := cannot_compile():
             self.reasons["compiled"] = reason
             return "traced", self._traced
         try:
             probe = self._probe
-            compiled = inductor(graph, [probe], rows=self.chains)
+            # the graph's own function of theta: (log density, gradient)
+            compiled = cast(Fn, inductor(graph, [probe], rows=self.chains))
             self._check(compiled, probe, reference=self._eager_at, fresh=True)
         except Exception as e:  # noqa: BLE001
             self.reasons["compiled"] = one_line(e)

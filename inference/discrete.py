@@ -16,6 +16,7 @@ from tqdm.auto import tqdm
 
 from .replay import Draws, VectorisationWarning, batched
 from .results import one_line
+from .sites import site_dist, site_value
 from .structure import ModelStructure
 
 
@@ -49,12 +50,11 @@ def log_prob_of(
     """Sum of log densities of the sites named in ``values`` (their prior, given the rest)."""
     with torch.no_grad(), pyro.validation_enabled(False):
         trace = poutine.trace(poutine.condition(model, data=dict(values))).get_trace(**data)
-    return sum(
-        float(
-            trace.nodes[k]["fn"].log_prob(trace.nodes[k]["value"]).sum() * trace.nodes[k]["scale"]
-        )
-        for k in values
+    sites = [trace.nodes[k] for k in values]
+    total: float = sum(
+        float(site_dist(s).log_prob(site_value(s)).sum() * s["scale"]) for s in sites
     )
+    return total
 
 
 def conditioned_batch(
@@ -64,7 +64,7 @@ def conditioned_batch(
     takes under the plate over draws."""
     with torch.no_grad(), pyro.validation_enabled(False):
         shapes = poutine.trace(batched(model, n, dim)).get_trace(**data)
-    values = {k: v.reshape(shapes.nodes[k]["value"].shape) for k, v in draws.items()}
+    values = {k: v.reshape(site_value(shapes.nodes[k]).shape) for k, v in draws.items()}
     return poutine.condition(batched(model, n, dim), data=values)
 
 

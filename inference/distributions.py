@@ -41,7 +41,7 @@ class SortedNormal(dist.TorchDistribution):
         self.loc, self.scale, self.size = torch.as_tensor(loc), torch.as_tensor(scale), size
         super().__init__(torch.Size(), torch.Size([size]), validate_args=validate_args)
 
-    def sample(self, sample_shape: torch.Size | tuple = ()) -> torch.Tensor:
+    def sample(self, sample_shape: torch.Size | list[int] | tuple[int, ...] = ()) -> torch.Tensor:
         with torch.no_grad():
             shape = torch.Size(sample_shape) + (self.size,)
             base = dist.Normal(self.loc, self.scale).sample(shape)
@@ -110,7 +110,7 @@ class SortedPointsNormal(dist.TorchDistribution):
         self.loc, self.scale, self.C, self.D = torch.as_tensor(loc), torch.as_tensor(scale), C, D
         super().__init__(torch.Size(), torch.Size([C, D]), validate_args=validate_args)
 
-    def sample(self, sample_shape: torch.Size | tuple = ()) -> torch.Tensor:
+    def sample(self, sample_shape: torch.Size | list[int] | tuple[int, ...] = ()) -> torch.Tensor:
         with torch.no_grad():
             shape = torch.Size(sample_shape) + (self.C, self.D)
             x = dist.Normal(self.loc, self.scale).sample(shape)

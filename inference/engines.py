@@ -380,7 +380,7 @@ def check_options(spec: EngineSpec, options: Mapping[str, Any]) -> dict[str, Any
         if (
             key in POSITIVE_FLOATS
             and not auto_none
-            and (isinstance(value, bool) or not isinstance(value, numbers.Real) or not value > 0)
+            and (isinstance(value, bool) or not isinstance(value, numbers.Real) or not value > 0)  # type: ignore[operator]  # typeshed: Real declares only < and <=
         ):
             raise ZooError(f"option {key!r} must be a positive number, got {value!r}")
         if key in PROBABILITIES and not value < 1:
@@ -407,7 +407,7 @@ def check_options(spec: EngineSpec, options: Mapping[str, Any]) -> dict[str, Any
         and "num_samples" in defaults
         and "num_samples" not in options
     ):
-        checked.update(target_sizes(defaults, options))
+        checked.update(target_sizes(dict(defaults), dict(options)))  # copies: it takes dicts
     return checked
 
 
@@ -514,7 +514,7 @@ def register_engine(
         out = fn(ctx, **options)
         if isinstance(out, Run):
             if out.idata is not None and "posterior" in out.idata.groups():
-                post = out.idata.posterior
+                post = out.idata.posterior  # type: ignore[attr-defined]  # arviz sets groups as attributes
                 values = {k: post[k].values for k in post.data_vars}
                 check_values(name, "a Run", values, ctx.structure, ("chain", "draw"))
             return out

@@ -13,6 +13,7 @@ from .context import EngineContext
 from .discrete import discrete_marginals, draw_discrete, log_joint, log_prob_of
 from .optim import fit_map
 from .results import Evidence, NumericalFailure, Run, ZooError
+from .sites import site_support
 from .structure import trace_model
 
 
@@ -30,7 +31,7 @@ def _fixed_params(ctx: EngineContext, params: Mapping[str, Any]) -> dict[str, to
         )
     fixed = {}
     supports = {
-        k: v["fn"].support
+        k: site_support(v)
         for k, v in trace_model(ctx.model, ctx.data).nodes.items()
         if k in s.continuous
     }

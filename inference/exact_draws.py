@@ -38,6 +38,7 @@ import pyro
 import pyro.distributions as dist
 import torch
 from pyro.poutine.messenger import Messenger
+from pyro.poutine.runtime import Message
 from pyro.poutine.util import site_is_subsample
 from scipy.special import logsumexp
 
@@ -52,6 +53,7 @@ from .posterior import complete
 from .reference import in_float64
 from .replay import VectorisationWarning, guide_draws
 from .results import Evidence, NumericalFailure, Run, ZooError
+from .sites import site_dist
 
 ENVELOPES = ("prior", "student_t")
 LOW_DIMENSION = 4  # continuous latent elements a model may have for these engines
@@ -71,9 +73,9 @@ class _PriorOnly(Messenger):
     """The model with its observations (and ``pyro.factor`` terms) masked out: the joint of the
     latent sites the forward run draws from, discrete ones summed out by the density."""
 
-    def _pyro_sample(self, msg: dict) -> None:
+    def _pyro_sample(self, msg: Message) -> None:
         if msg["is_observed"] and not site_is_subsample(msg):
-            msg["fn"] = msg["fn"].mask(False)  # log_prob 0 wherever it is read
+            msg["fn"] = site_dist(msg).mask(False)  # log_prob 0 wherever it is read
 
 
 _PRIORS: dict[Callable[..., Any], Callable[..., Any]] = {}

@@ -19,6 +19,7 @@ from .context import EngineContext
 from .optim import AUTOGUIDES
 from .posterior import complete
 from .results import Evidence, NumericalFailure, Run, ZooError
+from .sites import site_dist
 from .structure import trace_model
 from .svi import fit_guide, weighted_draws
 
@@ -35,7 +36,7 @@ def unsampled_prior_site(ctx: EngineContext) -> str | None:
     for name in ctx.structure.latent:
         try:
             with torch.no_grad():
-                trace.nodes[name]["fn"].sample()
+                site_dist(trace.nodes[name]).sample()
         except NotImplementedError:
             return name
     return None

@@ -22,6 +22,7 @@ from .context import EngineContext
 from .discrete import enumerated
 from .reference import in_float64
 from .results import NumericalFailure, one_line
+from .sites import site_value
 from .structure import fit_init
 
 AUTOGUIDES: dict[str, Callable[..., Any]] = {
@@ -33,7 +34,7 @@ AUTOGUIDES: dict[str, Callable[..., Any]] = {
 }
 
 
-def autoguide(ctx: EngineContext, name: str) -> Callable[..., Any]:
+def autoguide(ctx: EngineContext, name: str) -> ag.AutoGuide:
     """An autoguide over the continuous latent sites (discrete ones hidden: enumerated)."""
     hidden = ctx.structure.discrete
     blocked = poutine.block(ctx.model, hide=list(hidden)) if hidden else ctx.model
@@ -117,14 +118,15 @@ def fit(
         bar = tqdm(range(num_steps), desc=desc, disable=not progress, leave=False)
         for step in bar:
             with site_shape_checks(check_shapes), poutine.trace(param_only=True) as params:
-                loss = elbo.loss_and_grads(model, guide, **data)
-            optim({site["value"].unconstrained() for site in params.trace.nodes.values()})
+                loss = elbo.loss_and_grads(model, guide, **data)  # type: ignore[attr-defined]  # pyro's ELBO base class omits it
+            values = [site_value(s) for s in params.trace.nodes.values()]
+            optim({v.unconstrained() for v in values})  # type: ignore[attr-defined]  # pyro sets it on params
             loss = float(loss)
             if not np.isfinite(loss):
                 # the JIT ELBO does not validate: the plain one's error names the site and its
                 # parameter
                 if plain is not None and why is None:
-                    plain.loss(model, guide, **data)
+                    plain.loss(model, guide, **data)  # type: ignore[attr-defined]  # pyro's ELBO base class omits it
                 raise NumericalFailure(f"ELBO is {-loss} at step {step}")
             trace.append(-loss)
             if progress and step % 100 == 0:
@@ -175,13 +177,13 @@ def jit_disagrees(
     seeds = torch.randint(2**31 - 1, (3,)).tolist()
     try:
         pyro.set_rng_seed(seeds[0])
-        jitted.loss_and_grads(model, guide, **data)  # traces
+        jitted.loss_and_grads(model, guide, **data)  # type: ignore[attr-defined]  # pyro's ELBO base class omits it (traces)
         pairs = []
         for seed in seeds[1:]:
             losses = []
             for elbo in (plain, jitted):
                 pyro.set_rng_seed(seed)
-                losses.append(float(elbo.loss_and_grads(model, guide, **data)))
+                losses.append(float(elbo.loss_and_grads(model, guide, **data)))  # type: ignore[attr-defined]  # pyro's ELBO base class omits it
             pairs.append(losses)
     except Exception as e:  # noqa: BLE001 - any failure: the plain ELBO is always there
         return f"Pyro's JIT cannot trace it ({one_line(e)})"

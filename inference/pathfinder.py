@@ -241,8 +241,10 @@ def run_paths(
             if change <= REL_TOL * scale or float(new_g[i].abs().max()) <= GRAD_TOL:
                 active[i] = False
         # the ELBO of this iteration's Gaussians, every path's draws in one batch
-        fresh = [i for i in formed if gaussians[i][-1] is not None]
-        _elbos(fresh, [gaussians[i][-1] for i in fresh], value_grad, gen, elbo_draws, elbos)
+        latest = [(i, gaussians[i][-1]) for i in formed]
+        fresh = [i for i, gi in latest if gi is not None]
+        formed_now = [gi for _, gi in latest if gi is not None]
+        _elbos(fresh, formed_now, value_grad, gen, elbo_draws, elbos)
         x, f, g = new_x, new_f, new_g
         for i in formed:
             gi = gaussians[i][-1]

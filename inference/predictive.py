@@ -27,6 +27,7 @@ from .arviz_io import arviz
 from .replay import replay_one
 from .results import Run
 from .runtime import seeded
+from .sites import site_dist, site_value
 from .structure import trace_model
 
 MAX_DRAWS = 50  # posterior draws replayed through the model
@@ -116,9 +117,9 @@ def replicate(
             trace = replay_one(model, data, given)
             for n in reps:
                 site = trace.nodes[n]
-                y = site["fn"].sample().detach()
-                if y.shape != site["value"].shape:
-                    y = y.expand(site["value"].shape)
+                y = site_dist(site).sample().detach()
+                if y.shape != site_value(site).shape:
+                    y = y.expand(site_value(site).shape)
                 reps[n].append(y.cpu().numpy())
     return ReplicatedData(
         replicated={n: np.stack(r) for n, r in reps.items()},
@@ -136,7 +137,7 @@ def with_predictive(
         return run
     if "posterior_predictive" in run.idata.groups():
         return run
-    post = run.idata.posterior
+    post = run.idata.posterior  # type: ignore[attr-defined]  # arviz sets groups as attributes
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -145,7 +146,7 @@ def with_predictive(
         return run
     if pred is None:
         return run
-    held = run.idata.observed_data if "observed_data" in run.idata.groups() else None
+    held = run.idata.observed_data if "observed_data" in run.idata.groups() else None  # type: ignore[attr-defined]  # arviz sets groups as attributes
     new_obs = {}
     for n, y in pred.observed.items():
         if held is None or n not in held:

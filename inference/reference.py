@@ -100,7 +100,9 @@ def to_run(engine: str, out: Output, ctx: EngineContext, *, num_samples: int = 4
             extras=dict(out.extras),
         )
         if out.chains:
-            run.diagnostics.update(mcmc_convergence(run.idata.posterior))
+            assert run.idata is not None  # make_run gives a run its idata
+            post = run.idata.posterior  # type: ignore[attr-defined]  # arviz sets groups as attributes
+            run.diagnostics.update(mcmc_convergence(post))
         return run
     if isinstance(out, Factors):
         shapes = {k: (*d.batch_shape, *d.event_shape) for k, d in out.dists.items()}

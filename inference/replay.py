@@ -25,6 +25,7 @@ from pyro.infer import Predictive
 from pyro.poutine.util import site_is_subsample
 
 from .results import one_line
+from .sites import site_dist, site_value
 from .structure import ModelStructure, trace_model, traceable
 
 Draws = Mapping[str, torch.Tensor]
@@ -56,7 +57,8 @@ class Replay:
 
     log_lik: dict[str, np.ndarray] = field(default_factory=dict)  # observed site -> (n, *batch)
     deterministic: dict[str, np.ndarray] = field(default_factory=dict)  # site -> (n, *shape)
-    log_joint: np.ndarray | None = None  # (n,): every site's log density, scaled, summed
+    # (n,): every site's log density, scaled, summed (empty until a replay fills it)
+    log_joint: np.ndarray = field(default_factory=lambda: np.zeros(0))
     path: str = "vectorised"
     log_lik_left_out: str = ""  # why ``log_lik`` is empty (too many values to keep), if so
 
@@ -87,11 +89,13 @@ def _terms(
         if site["type"] != "sample" or site_is_subsample(site):
             continue
         if name in s.deterministic:
-            value = _value_per_draw(name, site["value"], n, shapes.value[name])
+            value = _value_per_draw(name, site_value(site), n, shapes.value[name])
             out.deterministic[name] = value.numpy()
             continue
         batch = shapes.batch[name]
-        lp = _lp_per_draw(name, site["fn"].log_prob(site["value"]), n, s.max_plate_nesting, batch)
+        lp = _lp_per_draw(
+            name, site_dist(site).log_prob(site_value(site)), n, s.max_plate_nesting, batch
+        )
         if keep and name in s.observed:  # the model's dtype: a float64 copy of float32 numbers only
             out.log_lik[name] = lp.detach().numpy()  # doubled what a report's cell store writes
         total = total + (site["scale"] * lp.double()).reshape(lead + (-1,)).sum(-1)
@@ -143,7 +147,7 @@ def plate_nesting(trace: poutine.Trace) -> int:
         for site in trace.nodes.values()
         if site["type"] == "sample"
         for f in site["cond_indep_stack"]
-        if f.vectorized
+        if f.dim is not None  # the vectorized
     ]
     return -min(dims) if dims else 0
 
@@ -165,8 +169,8 @@ def _shapes(model: Callable[..., Any], data: Mapping[str, Any], s: ModelStructur
     }
     return Shapes(
         value=dict(s.shapes),
-        batch={k: tuple(v["fn"].batch_shape) for k, v in sites.items()},
-        event={k: v["fn"].event_dim for k, v in sites.items()},
+        batch={k: tuple(site_dist(v).batch_shape) for k, v in sites.items()},
+        event={k: site_dist(v).event_dim for k, v in sites.items()},
     )
 
 
@@ -324,8 +328,8 @@ def guide_draws(
         for k, v in first.nodes.items()
         if v["type"] == "sample" and not site_is_subsample(v) and not v["is_observed"]
     }
-    shapes = {k: tuple(v["value"].shape) for k, v in sampled.items()}
-    batches = {k: tuple(v["fn"].batch_shape) for k, v in sampled.items()}
+    shapes = {k: tuple(site_value(v).shape) for k, v in sampled.items()}
+    batches = {k: tuple(site_dist(v).batch_shape) for k, v in sampled.items()}
     missing = sorted(set(sites) - set(shapes))
     if missing:
         raise ValueError(f"the guide does not sample {missing}")
@@ -353,7 +357,7 @@ def guide_draws(
             trace = poutine.trace(guide).get_trace(**data)
         log_q[i] = log_prob_of_sites(trace, shapes)
         for k in sites:
-            draws[k].append(trace.nodes[k]["value"].detach())
+            draws[k].append(site_value(trace.nodes[k]).detach())
     return {k: torch.stack(v) for k, v in draws.items()}, log_q
 
 
@@ -363,7 +367,7 @@ def log_prob_of_sites(trace: poutine.Trace, names: Collection[str]) -> float:
     total = 0.0
     for name in names:
         site = trace.nodes[name]
-        total += float((site["scale"] * site["fn"].log_prob(site["value"]).detach()).sum())
+        total += float((site["scale"] * site_dist(site).log_prob(site_value(site)).detach()).sum())
     return total
 
 
@@ -381,7 +385,9 @@ def _guide_terms(
     for name, site in trace.nodes.items():
         if name not in shapes or site["type"] != "sample":
             continue
-        lp = _lp_per_draw(name, site["fn"].log_prob(site["value"]), n, nesting, batches[name])
+        lp = _lp_per_draw(
+            name, site_dist(site).log_prob(site_value(site)), n, nesting, batches[name]
+        )
         log_q += (site["scale"] * lp.double()).reshape(n, -1).sum(-1)
-        every[name] = _value_per_draw(name, site["value"], n, shapes[name])
+        every[name] = _value_per_draw(name, site_value(site), n, shapes[name])
     return every, log_q.numpy()

@@ -249,7 +249,8 @@ class GroundTruth:
         fn = self.density.get(site)
         if fn is None:
             return None
-        return lambda x: np.asarray(fn(np.asarray(x, dtype=float)))[(slice(None), *idx)]
+        key: tuple[slice | int, ...] = (slice(None), *idx)
+        return lambda x: np.asarray(fn(np.asarray(x, dtype=float)))[key]
 
 
 @dataclass(frozen=True)

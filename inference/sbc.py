@@ -27,6 +27,7 @@ import pyro.distributions as dist
 import pyro.poutine as poutine
 import torch
 from pyro.infer.inspect import site_is_deterministic
+from pyro.poutine.runtime import Message
 from pyro.poutine.uncondition_messenger import UnconditionMessenger
 from pyro.poutine.util import site_is_subsample
 from scipy import stats
@@ -37,6 +38,7 @@ from .context import EngineContext
 from .engines import SAMPLER_DEFAULTS, EngineSpec
 from .results import Run, ZooError, one_line
 from .runtime import seeded
+from .sites import site_infer, site_value
 
 # --------------------------------------------------------------------------- the statistics
 # Simulation-based calibration statistics (Talts et al. 2018): the rank of a true value among
@@ -227,15 +229,15 @@ def simulate(
     data = {k: v.clone() if isinstance(v, torch.Tensor) else v for k, v in template.items()}
     observed = [n for n, s in given.nodes.items() if _is_observation(s)]
     for site in observed:
-        key, view = _data_view(name, site, given.nodes[site]["value"], template, data)
-        view.copy_(free.nodes[site]["value"].to(view.dtype).expand_as(view))
+        key, view = _data_view(name, site, site_value(given.nodes[site]), template, data)
+        view.copy_(site_value(free.nodes[site]).to(view.dtype).expand_as(view))
     latent = {
-        n: s["value"]
+        n: site_value(s)
         for n, s in free.nodes.items()
         if s["type"] == "sample"
         and n in given.nodes
         and n not in observed
-        and not site_is_deterministic(given.nodes[n])
+        and not site_is_deterministic(given.nodes[n])  # type: ignore[arg-type]  # pyro: msg: dict
     }
     _check_consistent(model, name, free, latent, observed, data)
     truth = {n: latent[n].detach().clone() for n in continuous if n in latent}
@@ -246,17 +248,17 @@ class _Uncondition(UnconditionMessenger):
     """Pyro's ``uncondition``, leaving ``pyro.deterministic`` sites as they are (functions of
     the latents, not observations to draw)."""
 
-    def _pyro_sample(self, msg: dict) -> None:
-        if not msg["infer"].get("_deterministic"):
+    def _pyro_sample(self, msg: Message) -> None:
+        if not site_infer(msg).get("_deterministic"):
             super()._pyro_sample(msg)
 
 
-def _is_observation(site: dict) -> bool:
+def _is_observation(site: Message) -> bool:
     return (
         site["type"] == "sample"
         and site["is_observed"]
         and not site_is_subsample(site)
-        and not site_is_deterministic(site)
+        and not site_is_deterministic(site)  # type: ignore[arg-type]  # pyro: msg: dict
         and not isinstance(site["fn"], dist.Unit)  # pyro.factor
     )
 
@@ -311,7 +313,7 @@ def _check_consistent(
     same = all(
         n in again.nodes
         and torch.allclose(
-            again.nodes[n]["value"].double(), free.nodes[n]["value"].double(), atol=1e-6
+            site_value(again.nodes[n]).double(), site_value(free.nodes[n]).double(), atol=1e-6
         )
         for n in observed
     )
@@ -374,7 +376,8 @@ def rank(task: Task, run: Run, truth: Mapping[str, torch.Tensor], start: float) 
             "SBC ranks the true values among posterior draws"
         )
         return Outcome(task.rep, False, 0.0, fatal=fatal)
-    post = run.idata.posterior
+    assert run.idata is not None  # a run that did not fail has its draws
+    post = run.idata.posterior  # type: ignore[attr-defined]  # arviz sets groups as attributes
     columns, values = [], []
     for site in task.sites:
         shape = tuple(truth[site].shape)
@@ -631,7 +634,7 @@ def scaled(run: Run, factor: float) -> Run:
     if run.idata is None:
         return run
     idata = run.idata.copy()
-    post = idata.posterior
+    post = idata.posterior  # type: ignore[attr-defined]  # arviz sets groups as attributes
     for name in list(post.data_vars):
         mean = post[name].mean(dim=("chain", "draw"))
         post[name] = mean + factor * (post[name] - mean)

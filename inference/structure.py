@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import pyro
 import pyro.distributions as dist
@@ -14,8 +14,12 @@ import torch
 from pyro.distributions import constraints
 from pyro.infer.autoguide.initialization import InitMessenger, init_to_median, init_to_sample
 from pyro.infer.inspect import site_is_deterministic
+from pyro.poutine.runtime import Message
+from pyro.poutine.subsample_messenger import _Subsample
 from pyro.poutine.util import site_is_subsample
 from torch.distributions import transform_to
+
+from .sites import site_dist, site_support, site_value
 
 
 @dataclass(frozen=True)
@@ -48,29 +52,31 @@ class ModelStructure:
         return self.continuous + self.discrete + self.nonenumerable
 
 
-def init_strategy(site: dict | None = None) -> Any:
+def init_strategy(site: Message | None = None) -> Any:
     """Start from a prior draw where the prior can be sampled, else from a feasible point (sites
     drawn from ``ImproperUniform`` and other distributions without a sampler)."""
     try:
         return init_to_sample(site)
     except NotImplementedError:
+        assert site is not None  # init_to_sample(None) returns an initialiser, raising nothing
         return feasible(site)
 
 
-def fit_init(site: dict | None = None) -> Any:
+def fit_init(site: Message | None = None) -> Any:
     """Where an optimiser starts (MAP, autoguides): the prior median (of 15 draws, Pyro's
     ``init_to_median``), not one prior draw, which under a diffuse prior lands far enough out
     that a few hundred steps do not come back; a feasible point where the prior has no sampler."""
     try:
         return init_to_median(site, num_samples=15)
     except NotImplementedError:
+        assert site is not None  # init_to_median(None) returns an initialiser, raising nothing
         return feasible(site)
 
 
-def feasible(site: dict) -> torch.Tensor:
+def feasible(site: Message) -> torch.Tensor:
     """A point of the site's support that needs no sampler: the image of zeros under the
     transform from the unconstrained space (0 for real, 1 for positive, ...)."""
-    fn = site["fn"]
+    fn = site_dist(site)
     t = transform_to(fn.support)
     shape = t.inverse_shape(fn.batch_shape + fn.event_shape)
     return t(torch.zeros(shape)).detach()
@@ -112,28 +118,34 @@ def support_bounds(support: Any) -> tuple[float, float]:
 def inspect_model(model: Callable[..., Any], data: Mapping[str, Any]) -> ModelStructure:
     """Trace ``model(**data)`` once (prior draw) and classify its sample sites."""
     trace = trace_model(model, data)
-    continuous, discrete, nonenum, observed, determ, factors = [], [], [], [], [], []
+    continuous: list[str] = []
+    discrete: list[str] = []
+    nonenum: list[str] = []
+    observed: list[str] = []
+    determ: list[str] = []
+    factors: list[str] = []
     shapes: dict[str, tuple[int, ...]] = {}
     bounds: dict[str, tuple[float, float]] = {}
     nesting = 0
     for name, site in trace.nodes.items():
         if site["type"] != "sample" or site_is_subsample(site):
             continue
-        dims = [-f.dim for f in site["cond_indep_stack"] if f.vectorized]
+        dims = [-f.dim for f in site["cond_indep_stack"] if f.dim is not None]  # the vectorized
         nesting = max([nesting, *dims])
-        if site_is_deterministic(site):
+        if site_is_deterministic(site):  # type: ignore[arg-type]  # pyro: msg: dict, not Message
             determ.append(name)
-            shapes[name] = tuple(site["value"].shape)
+            shapes[name] = tuple(site_value(site).shape)
         elif site["is_observed"]:
             (factors if isinstance(site["fn"], dist.Unit) else observed).append(name)
         else:
-            shapes[name] = tuple(site["value"].shape)
-            fn = site["fn"]
-            if fn.support.is_discrete:
+            shapes[name] = tuple(site_value(site).shape)
+            fn = site_dist(site)
+            support = site_support(site)
+            if support.is_discrete:
                 (discrete if fn.has_enumerate_support else nonenum).append(name)
             else:
                 continuous.append(name)
-                bounds[name] = support_bounds(fn.support)
+                bounds[name] = support_bounds(support)
     return ModelStructure(
         tuple(continuous),
         tuple(discrete),
@@ -154,7 +166,7 @@ def subsampled(trace: poutine.Trace) -> dict[str, tuple[int, int]]:
     out = {}
     for name, site in trace.nodes.items():
         if site["type"] == "sample" and site_is_subsample(site):
-            size, sub = int(site["fn"].size), int(site["value"].shape[0])
+            size, sub = int(cast(_Subsample, site["fn"]).size), int(site_value(site).shape[0])
             if sub < size:
                 out[name] = (size, sub)
     return out

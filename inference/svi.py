@@ -30,6 +30,7 @@ from .optim import AUTOGUIDES, autoguide, fit
 from .posterior import complete
 from .replay import guide_draws
 from .results import Evidence, Run, ZooError, one_line
+from .sites import site_infer
 from .structure import subsampled, trace_model
 
 ELBOS = ("trace", "meanfield", "enum", "graph", "muprop", "iwae", "renyi")
@@ -81,7 +82,7 @@ def guide_sites(guide: Callable[..., Any], data: dict[str, Any]) -> set[str]:
     return {
         n
         for n, s in trace.nodes.items()
-        if s["type"] == "sample" and not s["is_observed"] and not s["infer"].get("is_auxiliary")
+        if s["type"] == "sample" and not s["is_observed"] and not site_infer(s).get("is_auxiliary")
     }
 
 
@@ -165,7 +166,7 @@ def fit_guide(
             f"enumerated: use elbo='enum' (got elbo={elbo_name!r})"
         )
     model = enumerated(ctx.model) if enum_sites else ctx.model
-    options = dict(
+    options: dict[str, Any] = dict(
         num_particles=num_particles,
         max_plate_nesting=s.max_plate_nesting,
         minibatches=subsample_size is not None or bool(s.subsampled),
@@ -356,18 +357,17 @@ def _amortised(
     weights) the data points' weights are not separate: None, and the run has no evidence."""
     trace = trace_model(ctx.model, ctx.data)
     plates = subsampled(trace)
-    first = replace(
-        ctx, model=first_subsample(ctx.model, plates), guide=first_subsample(guide, plates)
-    )
+    first_guide = first_subsample(guide, plates)
+    first = replace(ctx, model=first_subsample(ctx.model, plates), guide=first_guide)
     in_plates = [
         any(f.name in plates for f in trace.nodes[n]["cond_indep_stack"])
         for n in ctx.structure.latent
     ]
     if not all(in_plates):
-        return first, first.guide, None
+        return first, first_guide, None
     nesting = ctx.structure.max_plate_nesting
     lw = pointwise_log_weights(ctx.model, guide, ctx.data, num_samples, max_plate_nesting=nesting)
-    return first, first.guide, lw
+    return first, first_guide, lw
 
 
 def pointwise_evidence(lw: np.ndarray) -> tuple[Evidence | None, dict[str, Any]]:

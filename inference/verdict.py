@@ -11,11 +11,11 @@ import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
-from .results import Run
+from .results import Run, RunStatus
 
 # A run is ``ok`` only when its own diagnostics say its numbers can be used; any one of these
 # makes it ``unreliable`` (the reason in words beside it). An engine may already have set
@@ -32,7 +32,8 @@ ELBO_RISE = 0.01  # still rising by more than 1% of its rise over the whole run 
 ELBO_NOISE_Z = 3.0  # ... and by more than 3 standard errors of the windows' means: unconverged
 
 
-def is_finite(x: Any) -> bool:
+def is_finite(x: Any) -> TypeGuard[float]:
+    """``x`` is a finite number (or converts to one with ``float``)."""
     try:
         return x is not None and math.isfinite(float(x))
     except (TypeError, ValueError):
@@ -53,7 +54,7 @@ class Verdict:
     own caveat first; a failed run's error) and ``flags``, short codes of the failed checks
     (``r_hat``, ``ess``, ``divergences``, ``pareto_k``, ``elbo``, ``caveat``, ``failed``)."""
 
-    status: str
+    status: RunStatus
     reasons: tuple[str, ...] = ()
     flags: tuple[str, ...] = ()
 

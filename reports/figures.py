@@ -124,7 +124,7 @@ def posterior_of(run: Run | None) -> xr.Dataset | None:
     """A run's posterior group (an ``xarray.Dataset``), or None if it has none."""
     if run is None or not run.ok or run.idata is None or "posterior" not in run.idata.groups():
         return None
-    return run.idata.posterior
+    return run.idata.posterior  # type: ignore[attr-defined]  # arviz sets groups as attributes
 
 
 def draws_for(run: Run | None, row: str) -> np.ndarray | None:
@@ -138,7 +138,8 @@ def draws_for(run: Run | None, row: str) -> np.ndarray | None:
     if values.ndim != 2 + len(idx):
         return None
     try:
-        return values[(slice(None), slice(None), *idx)]
+        key: tuple[slice | int, ...] = (slice(None), slice(None), *idx)
+        return values[key]
     except IndexError:
         return None
 
@@ -392,8 +393,8 @@ def mcmc_figure(
     run = cmp.runs[engine]
     if not run.ok or run.idata is None or "sample_stats" not in run.idata.groups():
         return None
-    series = [(row, draws_for(run, row)) for row in rows[:MAX_TRACE_ROWS]]
-    series = [(row, d) for row, d in series if d is not None and d.shape[1] > 1]
+    candidates = [(row, draws_for(run, row)) for row in rows[:MAX_TRACE_ROWS]]
+    series = [(row, d) for row, d in candidates if d is not None and d.shape[1] > 1]
     if not series:
         return None
     ranks = [stats.rankdata(d.ravel()).reshape(d.shape) for _, d in series]
@@ -413,7 +414,7 @@ def mcmc_figure(
         bins = np.linspace(0.5, d.size + 0.5, min(20, max(2, d.shape[1] // 10)) + 1)
         for c in shown:
             ax_t.plot(d[c], color=chain_colors[c], lw=0.7, alpha=0.8, label=f"chain {c}")
-            ax_r.hist(rank[c], bins=bins, histtype="step", color=chain_colors[c], lw=1.3)
+            ax_r.hist(rank[c], bins=bins, histtype="step", color=chain_colors[c], lw=1.3)  # type: ignore[arg-type]  # matplotlib takes an array of edges
         ax_r.axhline(d.shape[1] / (len(bins) - 1), color="black", lw=0.8, ls=":")
         ax_t.set_ylabel(row, fontsize=9)
         for ax in (ax_t, ax_r):
@@ -452,9 +453,10 @@ def pair_figure(cmp: Comparison, x_row: str, y_row: str) -> FigureImage | None:
         if not run.ok or run.idata is None or "sample_stats" not in run.idata.groups():
             continue
         x, y = draws_for(run, x_row), draws_for(run, y_row)
-        if x is None or y is None or "diverging" not in run.idata.sample_stats:
+        stats_ = run.idata.sample_stats  # type: ignore[attr-defined]  # arviz sets groups as attributes
+        if x is None or y is None or "diverging" not in stats_:
             continue
-        div = np.asarray(run.idata.sample_stats["diverging"].values, dtype=bool)
+        div = np.asarray(stats_["diverging"].values, dtype=np.bool_)
         panels.append((engine, x.ravel(), y.ravel(), div.ravel()))
     if not panels:
         return None
@@ -491,8 +493,8 @@ def fit_figure(
     conditional sd of the curve given each draw, as a Gaussian process's), the band is mean
     +- 1.645 sd of the mixture of the draws' normals (law of total variance)."""
     data = cmp.data
-    x = np.asarray(as_numpy(data.get(spec.get("x"))), dtype=float)
-    y = np.asarray(as_numpy(data.get(spec.get("y"))), dtype=float)
+    x = np.asarray(as_numpy(data.get(spec.get("x", ""))), dtype=float)
+    y = np.asarray(as_numpy(data.get(spec.get("y", ""))), dtype=float)
     if x.ndim != 1 or y.shape != x.shape:
         return None
     order = np.argsort(x)

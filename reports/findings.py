@@ -118,7 +118,7 @@ def n_eff(run: Run | None, row: str) -> float:
     if STORED_KEY in run.extras:  # a report's cell keeps a thinned set (zoo.store.stored_form)
         return float(run.extras[STORED_KEY]["draws"])
     if run.idata is not None and "posterior" in run.idata.groups():
-        sizes = run.idata.posterior.sizes
+        sizes = run.idata.posterior.sizes  # type: ignore[attr-defined]  # arviz sets groups as attributes
         return float(sizes.get("chain", 1) * sizes.get("draw", 1))
     return math.inf
 
@@ -301,11 +301,12 @@ def _accuracy(
         r for r in rows if is_finite(r[2]) and r[2] <= POINT_SD and row_site(r[0]) not in discrete
     ]
     if point:
-        errs = [abs(r[1] - r[3]) / r[4] for r in point]
-        if len(errs) == 1:
-            where = f"{errs[0]:.2f} posterior sd from the posterior mean"
+        point_errs = [abs(r[1] - r[3]) / r[4] for r in point]
+        if len(point_errs) == 1:
+            where = f"{point_errs[0]:.2f} posterior sd from the posterior mean"
         else:
-            where = f"{min(errs):.2f}\u2013{max(errs):.2f} posterior sd from the posterior means"
+            lo, hi = min(point_errs), max(point_errs)
+            where = f"{lo:.2f}\u2013{hi:.2f} posterior sd from the posterior means"
         out.append(
             Finding(
                 engine,

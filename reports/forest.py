@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+from matplotlib.artist import Artist
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
@@ -164,7 +165,7 @@ def forest_plot(
             for k in range(1, len(names)):
                 ax.axhline(k - 0.5, color="#eceff2", lw=0.6, zorder=0)
             ax.spines[["top", "right"]].set_visible(False)
-    handles = [
+    handles: list[Artist] = [
         Line2D([], [], color=colors.get(e, "#555555"), lw=1.5, marker="o", ms=3) for e in engines
     ]
     labels = list(engines)

@@ -23,13 +23,15 @@ MAX_LOO_DRAWS = 4000
 def _pointwise_idata(run: Run) -> Any:
     """The run's InferenceData for LOO: itself when it holds one log-likelihood variable, else
     one whose single variable concatenates every observed site's pointwise values."""
-    ll = run.idata.log_likelihood
+    idata = run.idata
+    assert idata is not None  # the caller checked
+    ll = idata.log_likelihood  # type: ignore[attr-defined]  # arviz sets groups as attributes
     names = list(ll.data_vars)
     if len(names) == 1:
-        return run.idata
+        return idata
     c, d = ll.sizes["chain"], ll.sizes["draw"]
     joined = np.concatenate([np.asarray(ll[v].values).reshape(c, d, -1) for v in names], axis=2)
-    post = {k: v.values for k, v in run.idata.posterior.data_vars.items()}
+    post = {k: v.values for k, v in idata.posterior.data_vars.items()}  # type: ignore[attr-defined]  # arviz sets groups as attributes
     return to_inference_data(post, log_likelihood={"+".join(names): joined})
 
 
@@ -64,9 +66,11 @@ def pointwise_loo(run: Run) -> dict[str, Any] | None:
     az = arviz()
     if not run.ok or run.kind != "draws" or run.idata is None:
         return None
-    if "log_likelihood" not in run.idata.groups() or not run.idata.log_likelihood.data_vars:
+    if "log_likelihood" not in run.idata.groups():
         return None
-    ll = run.idata.log_likelihood
+    ll = run.idata.log_likelihood  # type: ignore[attr-defined]  # arviz sets groups as attributes
+    if not ll.data_vars:
+        return None
     draws = ll.sizes.get("chain", 0) * ll.sizes.get("draw", 0)
     if draws < MIN_LOO_DRAWS:
         return None
@@ -92,7 +96,7 @@ def pointwise_loo(run: Run) -> dict[str, Any] | None:
         "k_bad": int(np.sum(k > good_k)),
         "k_max": float(np.nanmax(k)) if k.size else float("nan"),
         "good_k": good_k,
-        "variables": list(run.idata.log_likelihood.data_vars),
+        "variables": list(ll.data_vars),
         "draws": draws,
         "every": every,  # 1: all draws; k: every k-th draw of each chain
     }

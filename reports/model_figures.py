@@ -47,7 +47,7 @@ def clusters_figure(cmp: Comparison, spec: Mapping[str, str]) -> FigureImage | N
     """The data coloured by each engine's posterior assignment (the most frequent label over
     the draws; paler where the draws disagree): one row per engine for one-dimensional data, one
     panel per engine on the first two principal components otherwise."""
-    data = np.asarray(as_numpy(cmp.data.get(spec.get("data"))), dtype=float)
+    data = np.asarray(as_numpy(cmp.data.get(spec.get("data", ""))), dtype=float)
     panels = []
     for engine, run in cmp.runs.items():
         z = _site_draws(run, spec.get("assignment", ""))
@@ -165,8 +165,9 @@ def topics_figure(cmp: Comparison, spec: Mapping[str, Any]) -> FigureImage | Non
 def state_shares(run: Run | None, prefix: str, T: int) -> np.ndarray | None:
     """``(states, T)``: the share of a run's draws in each state at each step, the states being
     the sites ``prefix0 .. prefix{T-1}``; None if the run has no draws of them."""
-    path = [_site_draws(run, f"{prefix}{t}") for t in range(T)]
-    if any(p is None for p in path):
+    maybe = [_site_draws(run, f"{prefix}{t}") for t in range(T)]
+    path = [p for p in maybe if p is not None]
+    if len(path) < len(maybe):
         return None
     z = np.rint(np.stack([p.reshape(len(p)) for p in path], 1)).astype(int)  # (draws, T)
     return np.stack([(z == j).mean(0) for j in range(max(int(z.max()) + 1, 2))])
@@ -176,7 +177,7 @@ def states_figure(cmp: Comparison, spec: Mapping[str, str]) -> FigureImage | Non
     """The observed series over time and, per engine, the posterior probability of each hidden
     state at each step (the share of draws in it; a point estimate's decoded path is a share of
     0 or 1), with the most probable state's path drawn over it."""
-    x = np.asarray(as_numpy(cmp.data.get(spec.get("data"))), dtype=float)
+    x = np.asarray(as_numpy(cmp.data.get(spec.get("data", ""))), dtype=float)
     prefix = spec.get("prefix", "z_")
     T = len(x)
     rows = []

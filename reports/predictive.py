@@ -48,7 +48,8 @@ def ppc_engine(cmp: Comparison) -> str | None:
 
     for status in ("ok", "unreliable"):
         engines = [e for e in cmp.runs if cmp.runs[e].status == status and has_draws(e)]
-        mcmc = [e for e in engines if "sample_stats" in cmp.runs[e].idata.groups()]
+        idatas = [(e, cmp.runs[e].idata) for e in engines]
+        mcmc = [e for e, i in idatas if i is not None and "sample_stats" in i.groups()]
         for group in (["exact"], ["nuts"], mcmc, engines):
             for e in group:
                 if e in engines:
@@ -63,8 +64,8 @@ def replicates_of(run: Run) -> list[Replicates] | None:
     most ``MAX_PPC_SITES`` groups are kept."""
     if run.idata is None or "posterior_predictive" not in run.idata.groups():
         return None
-    pred = run.idata.posterior_predictive
-    held = run.idata.observed_data if "observed_data" in run.idata.groups() else {}
+    pred = run.idata.posterior_predictive  # type: ignore[attr-defined]  # arviz sets groups as attributes
+    held = run.idata.observed_data if "observed_data" in run.idata.groups() else {}  # type: ignore[attr-defined]  # arviz sets groups as attributes
     names = [n for n in pred.data_vars if n in held]
     if not names:
         return None

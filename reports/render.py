@@ -17,7 +17,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any
+from typing import Any, TypeGuard
 
 import jinja2
 import numpy as np
@@ -122,7 +122,7 @@ def render(template: str, **context: Any) -> str:
 
 
 # --------------------------------------------------------------------------- formatting
-def _finite(x: Any) -> bool:
+def _finite(x: Any) -> TypeGuard[float]:
     try:
         return x is not None and not isinstance(x, bool) and math.isfinite(float(x))
     except (TypeError, ValueError):
@@ -676,7 +676,7 @@ def render_index(
 ) -> dict[str, str]:
     """The zoo index: ``index.html``, ``index.md``, ``results.json`` and ``results.csv`` from
     the models' summaries (:func:`model_summary`)."""
-    defaults = {"description": "", "seed_ref": "", "truth": None, "family": None}
+    defaults: dict[str, Any] = {"description": "", "seed_ref": "", "truth": None, "family": None}
     defaults.update(against=None, applicable=[], profile=profile, seed=seed, generated="")
     models = sorted(({**defaults, **m} for m in models), key=lambda m: m["name"])
     columns = index_columns(models)

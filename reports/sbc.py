@@ -87,6 +87,7 @@ def _ecdf_figure(result: Calibration, shown: Sequence[int]) -> Figure:
 
 def _histogram_figure(result: Calibration, shown: Sequence[int]) -> Figure:
     fig, axes = _grid(len(shown))
+    assert result.bins is not None  # set by Calibration.__post_init__
     edges = bin_edges(result.num_draws, int(result.bins))
     n = len(result.rep_ids)
     counts, probs = binned(result.ranks, result.num_draws, int(result.bins))

@@ -106,7 +106,7 @@ def _by_dimension(
 ) -> str | None:
     """ "unreliable on all 4 models with more than 10 parameters, 1 of 6 with fewer", when an
     engine fails more often on the larger models (``parameters`` of the index lines)."""
-    dims = {m["name"]: m.get("parameters") for m in models}
+    dims: dict[str, Any] = {m["name"]: m.get("parameters") for m in models}
     big = [name for name, _ in ran if is_finite(dims.get(name)) and dims[name] > BIG_MODEL]
     small = [name for name, _ in ran if is_finite(dims.get(name)) and dims[name] <= BIG_MODEL]
     if not big or not small:

@@ -37,7 +37,7 @@ def check_seed(seed: Any) -> int:
     if (
         isinstance(seed, bool)
         or not isinstance(seed, numbers.Integral)
-        or not 0 <= seed <= MAX_SEED
+        or not 0 <= seed <= MAX_SEED  # type: ignore[operator]  # typeshed: Integral declares no >=
     ):
         raise ZooError(f"seed must be an integer from 0 to 2**32 - 1, got {seed!r}")
     return int(seed)

@@ -23,6 +23,8 @@ class Companion:
     ``fn``'s keyword-only parameters are engine options, passed through as given and shown in
     this object's signature, so the runner reads them as it reads a plain function's."""
 
+    fn: Callable[..., Any]
+
     def __init__(
         self, fn: Callable[..., Any], model: Callable[..., Any], what: str, *, options: bool = False
     ) -> None:

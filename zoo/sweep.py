@@ -23,7 +23,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -457,7 +457,10 @@ def write_report(
             _write_pages(out, comparisons, workers=default_workers())
         return out / "index.html"
     profile = "quick" if profile is None else profile
-    cells = plan_report(names, profile=profile, options=options, engines=engines)
+    # no results among names (held is None): names, which plan_report checks
+    cells = plan_report(
+        cast("str | Sequence[str] | None", names), profile=profile, options=options, engines=engines
+    )
     seed = check_seed(0 if seed is None else seed)
     if progress is None:
         progress = interactive()

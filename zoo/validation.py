@@ -114,8 +114,11 @@ def _culprit(
     for key, default in reference.items():
         value = data.get(key)
         if isinstance(default, torch.Tensor):
-            same_shape = isinstance(value, torch.Tensor) and value.shape == default.shape
-            if not same_shape or torch.equal(value, default.to(value.dtype)):
+            if (
+                not isinstance(value, torch.Tensor)
+                or value.shape != default.shape
+                or torch.equal(value, default.to(value.dtype))
+            ):
                 continue
         elif value == default:
             continue

@@ -21,6 +21,8 @@ from pyro.distributions import constraints
 from torch import nn
 from torch.func import functional_call
 
+from ..sites import site_value
+
 
 def weight_shapes(module: nn.Module) -> dict[str, torch.Size]:
     """The module's parameters' names and shapes, in its own order."""
@@ -78,4 +80,4 @@ def posterior_weights(
     """One draw theta ~ q(theta) from ``guide``."""
     with torch.no_grad(), pyro.validation_enabled(False):
         trace = poutine.trace(poutine.block(guide, expose=[site])).get_trace(**data)
-    return trace.nodes[site]["value"]
+    return site_value(trace.nodes[site])

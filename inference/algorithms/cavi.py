@@ -3,6 +3,8 @@ form, each maximising the ELBO in its block, so the ELBO never decreases."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from scipy.special import digamma, gammaln
 from tqdm.auto import tqdm
@@ -114,7 +116,7 @@ def normal_gamma_elbo(
         0.5 * (np.log(kappa0) + e_log_tau - np.log(2 * np.pi)) - 0.5 * kappa0 * e_tau * sq_prior
     )
     log_p_tau = a0 * np.log(b0) - gammaln(a0) + (a0 - 1) * e_log_tau - b0 * e_tau
-    h_mu = 0.5 * np.log(2 * np.pi * np.e * v)
+    h_mu = 0.5 * np.log(2 * np.pi * math.e * v)
     h_tau = a - np.log(b) + gammaln(a) + (1 - a) * digamma(a)
     return float(log_lik + log_p_mu + log_p_tau + h_mu + h_tau)
 
@@ -164,7 +166,7 @@ def gaussian_mixture_elbo(
     p_w = gammaln(K * alpha0) - K * gammaln(alpha0) + (alpha0 - 1) * e_log_w.sum()
     q_w = gammaln(alpha.sum()) - gammaln(alpha).sum() + ((alpha - 1) * e_log_w).sum()
     p_mu = (-0.5 * np.log(2 * np.pi * s0**2) - ((m - m0) ** 2 + v) / (2 * s0**2)).sum()
-    h_mu = 0.5 * np.log(2 * np.pi * np.e * v).sum()
+    h_mu = 0.5 * np.log(2 * np.pi * math.e * v).sum()
     p_z = (phi * e_log_w).sum()
     sq = (y[:, None] - m) ** 2 + v  # E_q (y_i - mu_k)^2
     p_y = (phi * (-0.5 * np.log(2 * np.pi * sigma**2) - sq / (2 * sigma**2))).sum()

@@ -113,8 +113,8 @@ def crp_gibbs_sweep(
         labels[i] = c
     n = np.asarray(counts, dtype=float)
     sums = np.bincount(labels, weights=y, minlength=len(counts))
-    v = 1 / (1 / t2 + n / s2)
-    atoms_arr = list(v * (mu0 / t2 + sums / s2) + np.sqrt(v) * np.random.standard_normal(len(n)))
+    vs = 1 / (1 / t2 + n / s2)
+    atoms_arr = list(vs * (mu0 / t2 + sums / s2) + np.sqrt(vs) * np.random.standard_normal(len(n)))
     return labels, atoms_arr
 
 

@@ -33,7 +33,10 @@ def as_float64(v: Any) -> torch.Tensor:
 
 
 def rbf_cholesky(
-    x: torch.Tensor, lengthscale: float, variance: float, noise: float
+    x: torch.Tensor,
+    lengthscale: float | torch.Tensor,
+    variance: float | torch.Tensor,
+    noise: float | torch.Tensor,
 ) -> torch.Tensor:
     """Lower Cholesky factor of K + sigma_n^2 I (float64)."""
     eye = torch.eye(len(x), dtype=torch.float64)
@@ -81,7 +84,7 @@ def fit_hyperparameters(
     objective: str = "ml",
     fixed: dict[str, float] | None = None,
     starts: Sequence[Sequence[float]] = DEFAULT_STARTS,
-    prior: Mapping[str, dist.Distribution] | None = None,
+    prior: Mapping[str, dist.TorchDistribution] | None = None,
 ) -> tuple[dict[str, float], list[float]]:
     """Type-II maximum likelihood (``objective="ml"``: max log p(y | theta)) or type-II MAP
     (``"map"``: + log p(theta), ``prior`` giving each hyper-parameter's distribution) of the
@@ -101,9 +104,11 @@ def fit_hyperparameters(
         theta.update({h: log_free[i].exp() for i, h in enumerate(free)})
         value = cholesky_normal_log_pdf(rbf_cholesky(xt, *(theta[h] for h in HYPERS)), yt)
         if objective == "map":
+            assert prior is not None  # checked above
             value = value + sum(prior[h].log_prob(theta[h]) for h in HYPERS)
         (-value).backward()
         seen[z.tobytes()] = float(value.detach())
+        assert log_free.grad is not None  # filled by backward()
         return -seen[z.tobytes()], log_free.grad.numpy()
 
     best = None
@@ -121,6 +126,8 @@ def fit_hyperparameters(
         trace.append(-float(res.fun))
         if best is None or res.fun < best[0].fun:
             best = (res, trace)
+    if best is None:
+        raise ValueError("fit_hyperparameters needs at least one start")
     res, trace = best
     est = {h: float(v) for h, v in fixed.items()}
     est.update({h: float(np.exp(res.x[i])) for i, h in enumerate(free)})

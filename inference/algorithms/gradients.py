@@ -45,9 +45,13 @@ def gradient_draws(
         before_each()
         for _, p in store.named_parameters():
             p.grad = None
-        elbo.loss_and_grads(model, guide, **data)
+        elbo.loss_and_grads(model, guide, **data)  # type: ignore[attr-defined]  # pyro's ELBO base class omits it
         named = dict(store.named_parameters())
-        draws.append(torch.cat([named[p].grad.reshape(-1).clone() for p in params]))
+        grads = [named[p].grad for p in params]
+        if any(g is None for g in grads):
+            missing = [p for p, g in zip(params, grads, strict=True) if g is None]
+            raise ValueError(f"the ELBO does not depend on parameters {missing}")
+        draws.append(torch.cat([g.reshape(-1).clone() for g in grads if g is not None]))
     for _, p in store.named_parameters():
         p.grad = None
     return torch.stack(draws)

@@ -131,7 +131,7 @@ class LocalLevelMarginal(dist.TorchDistribution):
         T = z.shape[-1]
         return -0.5 * (T * np.log(2 * np.pi) + logdet + (z * solved).sum(-1))
 
-    def rsample(self, sample_shape: torch.Size | tuple = ()) -> torch.Tensor:
+    def rsample(self, sample_shape: torch.Size | list[int] | tuple[int, ...] = ()) -> torch.Tensor:
         shape = self._extended_shape(sample_shape)
         eps = torch.randn(shape, dtype=self.D.dtype)
         level0 = np.sqrt(self.P0) * torch.randn(shape[:-1] + (1,), dtype=self.D.dtype)

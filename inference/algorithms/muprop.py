@@ -26,9 +26,11 @@ import torch
 from pyro.distributions.util import sum_rightmost
 from pyro.infer import ELBO
 from pyro.infer.util import MultiFrameTensor, torch_item
+from pyro.poutine.runtime import Message
 from pyro.poutine.util import prune_subsample_sites, site_is_subsample
 
 from ..results import ZooError
+from ..sites import site_dist, site_value
 
 DISCRETE = (dist.Bernoulli, dist.OneHotCategorical)
 
@@ -65,7 +67,7 @@ def mean_of(fn: Any) -> torch.Tensor:
     return base.probs
 
 
-def weighted(site: dict[str, Any], log_prob: torch.Tensor) -> torch.Tensor:
+def weighted(site: Message, log_prob: torch.Tensor) -> torch.Tensor:
     """A site's log density with its plate scale and mask applied."""
     if site["mask"] is not None:
         log_prob = log_prob * site["mask"]
@@ -106,9 +108,9 @@ class MuPropELBO(ELBO):
                 if site["type"] != "sample":
                     continue
                 if name in linear and not site["is_observed"]:
-                    lp = linear_log_prob(site["fn"], site["value"])
+                    lp = linear_log_prob(site["fn"], site_value(site))
                 else:
-                    lp = site["fn"].log_prob(site["value"])
+                    lp = site_dist(site).log_prob(site_value(site))
                 costs.add((site["cond_indep_stack"], sign * weighted(site, lp)))
         return costs
 
@@ -133,7 +135,7 @@ class MuPropELBO(ELBO):
         mf_trace = guide_trace.copy()
         means = {}
         for name in latents:
-            site = dict(guide_trace.nodes[name])
+            site = guide_trace.nodes[name].copy()
             means[name] = mean_of(site["fn"]).detach().clone().requires_grad_(True)
             site["value"] = means[name]
             mf_trace.nodes[name] = site
@@ -160,12 +162,13 @@ class MuPropELBO(ELBO):
             frames = site["cond_indep_stack"]
             mu = means[name].detach()
             slope = torch.zeros_like(mu) if slope is None else slope.detach()
-            event_dim = site["fn"].event_dim
+            event_dim = site_dist(site).event_dim
             signal = costs.sum_to(frames).detach()
             baseline = mf_costs.sum_to(frames).detach() + sum_rightmost(
-                slope * (site["value"] - mu), event_dim
+                slope * (site_value(site) - mu), event_dim
             )
-            score = site["fn"].log_prob(site["value"])  # unscaled: the signal carries the scale
+            # unscaled: the signal carries the scale
+            score = site_dist(site).log_prob(site_value(site))
             if site["mask"] is not None:
                 score = score * site["mask"]
             surrogate = surrogate + ((signal - baseline) * score).sum()
@@ -199,5 +202,5 @@ class MuPropELBO(ELBO):
             surrogate, elbo = self.surrogate(model, guide, *args, **kwargs)
             (surrogate / self.num_particles).backward()
             total -= elbo
-        pyro.util.warn_if_nan(total, "loss")
+        pyro.util.warn_if_nan(total, "loss")  # type: ignore[call-overload]  # pyro: numbers.Number, not float
         return total / self.num_particles

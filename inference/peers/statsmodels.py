@@ -33,6 +33,8 @@ def statsmodels_local_level(
         r_hat, q_hat = (float(v) for v in res.params)  # ordered (irregular, level)
         converged = bool(res.mle_retvals["converged"])
     else:
+        if r is None:
+            raise ValueError("statsmodels_local_level: q is given, so r must be too")
         q_hat, r_hat = q, r
         res = mod.smooth([r_hat, q_hat])
     extras = {

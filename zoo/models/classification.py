@@ -54,7 +54,7 @@ def _binary_iris(seed: int = 0) -> dict[str, Any]:
 
 def _classes(
     pi: torch.Tensor,
-    features: Callable[[torch.Tensor], dist.Distribution],
+    features: Callable[[torch.Tensor], dist.TorchDistribution],
     X: torch.Tensor,
     y: torch.Tensor,
     X_new: torch.Tensor,
@@ -96,21 +96,21 @@ def _labelled_posterior(
     labellings = np.array(list(itertools.product(range(C), repeat=n_new)), dtype=int)
     labellings = labellings.reshape(len(labellings), n_new)
     X_all = np.vstack([Xn, Xs])
-    log_w, params = [], []
+    log_ws, params = [], []
     for a in labellings:
         labels = np.concatenate([yn, a])
         p, log_ml = update(X_all, labels)
-        log_w.append(dirichlet_log_ml(labels, C, alpha) + log_ml)
+        log_ws.append(dirichlet_log_ml(labels, C, alpha) + log_ml)
         params.append(p)
-    log_w = np.array(log_w)
+    log_w = np.array(log_ws)
     log_z = logsumexp(log_w)
     stacked = {k: np.stack([p[k] for p in params]) for k in params[0]}
     return log_w - log_z, stacked, labellings, np.asarray(log_z)
 
 
 def _mixture(
-    log_w: np.ndarray, family: Callable[..., dist.Distribution], event_dims: int, **params: Any
-) -> dist.Distribution:
+    log_w: np.ndarray, family: Callable[..., dist.TorchDistribution], event_dims: int, **params: Any
+) -> dist.TorchDistribution:
     """Per-element marginal of a site whose posterior mixes, over the labellings (weights
     ``exp(log_w)``), ``family(**params)`` with ``params`` stacked over labellings (A, ...)."""
     if len(log_w) == 1:
@@ -223,7 +223,7 @@ def naive_bayes(
     tau = pyro.sample("tau", dist.Gamma(a0, b0).expand([C, D]).to_event(2))
     mu = pyro.sample("mu", dist.Normal(m0, (kappa0 * tau) ** -0.5).to_event(2))
 
-    def features(c: torch.Tensor) -> dist.Distribution:
+    def features(c: torch.Tensor) -> dist.TorchDistribution:
         # Vindex picks class c's row under any batch dims (draws, enumeration of label_new)
         return dist.Normal(Vindex(mu)[..., c, :], Vindex(tau)[..., c, :] ** -0.5)
 

@@ -340,7 +340,7 @@ def _(
     every sweep, never decreases.
     """
     m, v, a, b, trace = normal_gamma_cavi(x.double().numpy(), mu0, kappa0, a0, b0, max_iter, tol)
-    f64 = dict(dtype=torch.float64)
+    f64: dict[str, Any] = dict(dtype=torch.float64)
     return zoo.Factors(
         {
             "mu": dist.Normal(torch.tensor(m, **f64), torch.tensor(v, **f64).sqrt()),

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import lru_cache
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pyro
@@ -29,6 +29,7 @@ import pyro.distributions as dist
 import pyro.poutine as poutine
 import torch
 from pyro.distributions import constraints
+from pyro.poutine.runtime import Message
 from torch import nn
 from torch.nn.functional import one_hot, softplus
 
@@ -87,14 +88,14 @@ def digits(seed: int = 0) -> dict[str, torch.Tensor]:
     training images ``x`` and the 297 fixed held-out images ``x_test``. The split is fixed;
     ``seed`` is ignored."""
     d = load_digits_split()
-    f32 = dict(dtype=torch.float32)
+    f32: dict[str, Any] = dict(dtype=torch.float32)
     return {"x": torch.tensor(d["x_train"], **f32), "x_test": torch.tensor(d["x_test"], **f32)}
 
 
 def labelled_digits(seed: int = 0) -> dict[str, torch.Tensor]:
     """:func:`digits` with their labels ``y`` and ``y_test`` (0..9)."""
     d = load_digits_split()
-    labels = dict(dtype=torch.int64)
+    labels: dict[str, Any] = dict(dtype=torch.int64)
     y = {"y": torch.tensor(d["y_train"], **labels), "y_test": torch.tensor(d["y_test"], **labels)}
     return {**digits(seed), **y}
 
@@ -375,18 +376,24 @@ def grid(images: torch.Tensor, rows: list[str]) -> dict[str, Any]:
     return {"pixels": pixels.numpy(), "rows": list(rows)}
 
 
+def _normal_loc(site: Message) -> torch.Tensor:
+    """The loc of a site drawn from ``Normal(loc, scale).to_event(1)``."""
+    fn = cast(dist.Independent, site["fn"])
+    return cast(dist.Normal, fn.base_dist).loc
+
+
 def decoded_mean(model: Callable[..., Any], data: dict[str, Any], z: torch.Tensor) -> torch.Tensor:
     """The decoder's mean image mu(z) for each z: the model run on ``data`` with z given."""
     with torch.no_grad(), pyro.validation_enabled(False):
         trace = poutine.trace(poutine.condition(model, data={"z": z})).get_trace(**data)
-    return trace.nodes["x"]["fn"].base_dist.loc
+    return _normal_loc(trace.nodes["x"])
 
 
 def encoded_mean(guide: Callable[..., Any], data: dict[str, Any]) -> torch.Tensor:
     """The encoder's mean m(x) for each image of ``data``."""
     with torch.no_grad(), pyro.validation_enabled(False):
         trace = poutine.trace(guide).get_trace(**data)
-    return trace.nodes["z"]["fn"].base_dist.loc
+    return _normal_loc(trace.nodes["z"])
 
 
 def reconstructions(

@@ -36,7 +36,7 @@ def binarised_digits(seed: int = 0) -> dict[str, Any]:
     held-out images of 8x8 grey levels in [0, 1]) thresholded at 0.5, so each pixel is a
     Bernoulli observation; K = 10 latent classes. The split is fixed; ``seed`` is ignored."""
     d = load_digits_split()
-    f32 = dict(dtype=torch.float32)
+    f32: dict[str, Any] = dict(dtype=torch.float32)
     return {
         "x": torch.tensor(d["x_train"] > 0.5, **f32),
         "x_test": torch.tensor(d["x_test"] > 0.5, **f32),
@@ -69,8 +69,15 @@ def mlp(prefix: str, sizes: Sequence[int], x: torch.Tensor, out_scale: float = 1
     last = len(sizes) - 2
     for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:], strict=False)):
         s = (out_scale if i == last else 1.0) / math.sqrt(a)
-        W = pyro.param(f"{prefix}_W{i}", lambda a=a, b=b, s=s: s * torch.randn(a, b))
-        c = pyro.param(f"{prefix}_b{i}", lambda b=b: torch.zeros(b))
+
+        def weights(a: int = a, b: int = b, s: float = s) -> torch.Tensor:
+            return s * torch.randn(a, b)
+
+        def biases(b: int = b) -> torch.Tensor:
+            return torch.zeros(b)
+
+        W = pyro.param(f"{prefix}_W{i}", weights)
+        c = pyro.param(f"{prefix}_b{i}", biases)
         h = h @ W + c
         if i < last:
             h = torch.tanh(h)
@@ -250,7 +257,8 @@ def _(x: torch.Tensor, K: int, estimator: str, temperature: float | None) -> Non
             pyro.sample("z", dist.OneHotCategorical(logits=logits, validate_args=False))
             return
         q = dist.Categorical(logits=logits, validate_args=False)
-        pyro.sample("z", q, infer=site_infer(estimator, xb, N))
+        infer = site_infer(estimator, xb, N)
+        pyro.sample("z", q, infer=infer)  # type: ignore[arg-type]  # InferDict lacks "baseline"
 
 
 def site_infer(estimator: str, xb: torch.Tensor, N: int) -> dict[str, Any]:
@@ -287,7 +295,7 @@ def discrete_vae_synthetic(
     rng = np.random.default_rng(seed)
     z = rng.integers(10, size=n + n_test)
     images = (rng.uniform(size=(n + n_test, probs.shape[1])) < probs[z]).astype(np.float32)
-    f32 = dict(dtype=torch.float32)
+    f32: dict[str, Any] = dict(dtype=torch.float32)
     data = {"x": torch.tensor(images[:n]), "x_test": torch.tensor(images[n:]), "K": 10}
     return data, {"probs": torch.tensor(probs, **f32), "z": torch.tensor(z[:n])}
 

@@ -55,7 +55,7 @@ def ppca_synthetic(seed: int, n: int = 100, D: int = 6, d: int = 2) -> tuple[dic
     mu = rng.standard_normal(D)
     z = rng.standard_normal((n, d))
     X = z @ W.T + mu + 0.5 * rng.standard_normal((n, D))
-    f32 = dict(dtype=torch.float32)
+    f32: dict[str, Any] = dict(dtype=torch.float32)
     truth = {
         "W": torch.tensor(W, **f32),
         "mu": torch.tensor(mu, **f32),
@@ -270,7 +270,7 @@ def mppca_synthetic(
     t = rng.choice(C, size=n, p=pi)
     z = rng.standard_normal((n, d))
     X = np.einsum("njk,nk->nj", W[t], z) + mu[t] + sigma[t, None] * rng.standard_normal((n, D))
-    f32 = dict(dtype=torch.float32)
+    f32: dict[str, Any] = dict(dtype=torch.float32)
     truth = {
         "pi": torch.tensor(pi, **f32),
         "mu": torch.tensor(mu, **f32),

@@ -27,7 +27,7 @@ from zoo_inference.algorithms.gp import (
 JITTER = 1e-5
 
 
-def hyperpriors() -> dict[str, dist.Distribution]:
+def hyperpriors() -> dict[str, dist.TorchDistribution]:
     """Priors of the hyper-parameters, sized for inputs in [0, 5] and outputs of order one."""
     return {
         # median 1 input unit, 95% in (0.14, 7.1): from wiggles a little slower than the spacing of
@@ -166,6 +166,7 @@ def _(
         if xn.size == 0 or not np.all(np.isfinite(xn)):
             raise zoo.ZooError("x_new must be a non-empty sequence of finite numbers")
     fixed = {k: float(v) for k, v in given.items() if v is not None}
+    trace: list[float]
     if len(fixed) == len(HYPERS):
         theta, trace = fixed, []
     else:
@@ -242,6 +243,7 @@ def hyperposterior_quadrature(
         t = torch.tensor(u, dtype=torch.float64, requires_grad=True)
         value = -log_posterior_in_logs(xt, yt, t)
         value.backward()
+        assert t.grad is not None  # filled by backward()
         return float(value.detach()), t.grad.numpy()
 
     best = min(

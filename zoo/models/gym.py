@@ -262,6 +262,7 @@ def brownian_motion(
         inn = pyro.sample("innovation_noise_scale", dist.LogNormal(0.0, 2.0))
         obs_scale = pyro.sample("observation_noise_scale", dist.LogNormal(0.0, 2.0))
     else:
+        assert observation_noise_scale is not None  # both or neither: checked above
         inn, obs_scale = (
             torch.as_tensor(float(v), dtype=observed_locs.dtype)
             for v in (innovation_noise_scale, observation_noise_scale)
@@ -465,7 +466,7 @@ class LorenzChain(TorchDistribution):
         step = dist.Normal(self._mean_next(value[..., :-1, :]), scale).log_prob(value[..., 1:, :])
         return first + step.sum((-2, -1))
 
-    def sample(self, sample_shape: tuple[int, ...] = ()) -> torch.Tensor:
+    def sample(self, sample_shape: torch.Size | list[int] | tuple[int, ...] = ()) -> torch.Tensor:
         shape = self._extended_shape(torch.Size(sample_shape))
         scale = math.sqrt(self.step_size) * self.innovation_scale.expand(shape[:-2])[..., None]
         with torch.no_grad():
@@ -536,6 +537,7 @@ def lorenz_bridge(
         inn = pyro.sample("innovation_scale", dist.LogNormal(-1.0, 1.0))
         obs_scale = pyro.sample("observation_scale", dist.LogNormal(-1.0, 1.0))
     else:
+        assert observation_scale is not None  # both or neither: checked above
         inn, obs_scale = (
             torch.as_tensor(float(v), dtype=observed_values.dtype)
             for v in (innovation_scale, observation_scale)
@@ -858,7 +860,7 @@ class GaussianChain(TorchDistribution):
         rest = dist.Normal(m + p * (value[..., :-1] - m), s).log_prob(value[..., 1:])
         return first + rest.sum(-1)
 
-    def sample(self, sample_shape: tuple[int, ...] = ()) -> torch.Tensor:
+    def sample(self, sample_shape: torch.Size | list[int] | tuple[int, ...] = ()) -> torch.Tensor:
         shape = self._extended_shape(torch.Size(sample_shape))
         m, p, s0, s = (
             t.expand(shape[:-1])
@@ -1108,7 +1110,7 @@ def radon(
     if scale_prior not in RADON_SCALE_PRIORS:
         raise ValueError(f"scale_prior must be one of {RADON_SCALE_PRIORS}, got {scale_prior!r}")
 
-    def scale_dist() -> dist.Distribution:
+    def scale_dist() -> dist.TorchDistribution:
         if scale_prior == "uniform":
             return dist.Uniform(0.0, 100.0)
         return dist.HalfNormal(1.0)

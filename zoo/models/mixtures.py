@@ -127,12 +127,12 @@ def _(
     """IP algorithm (data augmentation, seed 003 L185–187): coin labels imputed given (pi, p,
     q), then (pi, p, q) drawn from their Beta posterior given a random imputation's labels;
     each imputation starts from a prior draw and is reported as a chain."""
-    y = y.double().numpy()
+    yn = y.double().numpy()
     theta = np.random.beta(*COIN_PRIOR, size=(imputations, 3))
     thetas, z = imputation_posterior(
         theta,
-        lambda th: bernoulli_mixture_impute(y, th),
-        lambda zs, _: bernoulli_mixture_posterior(y, zs, COIN_PRIOR),
+        lambda th: bernoulli_mixture_impute(yn, th),
+        lambda zs, _: bernoulli_mixture_posterior(yn, zs, COIN_PRIOR),
         num_samples, warmup, progress,
     )  # fmt: skip
     draws = {name: thetas[..., i] for i, name in enumerate(("pi", "p", "q"))}
@@ -147,8 +147,8 @@ def _(y: torch.Tensor) -> zoo.GroundTruth | None:
     coordinate, and so are the integrands of every moment (P(z_j = 1 | y, theta) times the
     likelihood is too), so m > (n + 3) / 2 nodes per axis make the integrals exact.
     """
-    y = y.double().numpy()
-    n, k = y.size, int(y.sum())
+    yn = y.double().numpy()
+    n, k = yn.size, int(yn.sum())
     m = n // 2 + 4
     if m**3 > 3_000_000:
         return None
@@ -158,13 +158,14 @@ def _(y: torch.Tensor) -> zoo.GroundTruth | None:
     log_w = np.log(w)[:, None, None] + np.log(w)[None, :, None] + np.log(w)[None, None, :]
     grid = zoo.grid_posterior(log_w + k * np.log(s) + (n - k) * np.log1p(-s))
     log_z = grid.log_z
-    mean, sd = {}, {}
+    mean: dict[str, Any] = {}
+    sd: dict[str, Any] = {}
     for name, v in (("pi", pi), ("p", p), ("q", q)):
         m_, s_ = grid.moments(v)
         mean[name], sd[name] = float(m_), float(s_)
     z1 = float(grid.expect(pi * p / s))  # P(z_j = 1 | y) for y_j = 1
     z0 = float(grid.expect(pi * (1 - p) / (1 - s)))  # for y_j = 0
-    mean["z"] = np.where(y == 1, z1, z0)
+    mean["z"] = np.where(yn == 1, z1, z0)
     sd["z"] = np.sqrt(mean["z"] * (1 - mean["z"]))
 
     def density(axis: int) -> Any:
@@ -295,7 +296,7 @@ def _(
     y: torch.Tensor,
     K: int,
     *,
-    init: Mapping[str, Sequence[float]] | None = None,
+    init: Mapping[str, Sequence[float] | np.ndarray] | None = None,
     max_iter: int = 500,
     tol: float = 1e-10,
     progress: bool = False,
@@ -308,10 +309,10 @@ def _(
     ``m_step``/``e_step``: the generalised and sampled variants (see :mod:`em <zoo_inference.
     algorithms.em>`); a sampled E-step runs ``max_iter`` iterations."""
     e_draws_of(e_step, e_draws, m_step)
-    y = y.double().numpy()
+    yn = y.double().numpy()
     if init is None:
-        locs = np.quantile(y, (np.arange(K) + 0.5) / K)
-        init = {"weights": np.full(K, 1.0 / K), "locs": locs, "scales": np.full(K, y.std())}
+        locs = np.quantile(yn, (np.arange(K) + 0.5) / K)
+        init = {"weights": np.full(K, 1.0 / K), "locs": locs, "scales": np.full(K, yn.std())}
     arrays = {}
     for key in ("weights", "locs", "scales"):
         if not isinstance(init, Mapping) or key not in init or np.shape(init[key]) != (K,):
@@ -320,7 +321,7 @@ def _(
     if np.any(arrays["scales"] <= 0) or np.any(arrays["weights"] <= 0):
         raise zoo.ZooError("init weights and scales must be positive")
     out = gaussian_mixture_em(
-        y,
+        yn,
         arrays["weights"] / arrays["weights"].sum(),
         arrays["locs"],
         arrays["scales"],
@@ -623,7 +624,7 @@ def _(
     alpha, m, v, phi, trace = gaussian_mixture_cavi(
         y.double().numpy(), m0, loc_sd, sigma, concentration, m0.copy(), max_iter, tol, progress
     )
-    f64 = dict(dtype=torch.float64)
+    f64: dict[str, Any] = dict(dtype=torch.float64)
     return zoo.Factors(
         {
             "weights": dist.Dirichlet(torch.tensor(alpha, **f64)),

@@ -246,7 +246,7 @@ def _(
         spread_dof=spread_dof,
     )
     a, b = bgm.weight_concentration_
-    f64 = dict(dtype=torch.float64)
+    f64: dict[str, Any] = dict(dtype=torch.float64)
     n = torch.Size([num_samples])
     v = dist.Beta(torch.tensor(a[: T - 1], **f64), torch.tensor(b[: T - 1], **f64)).sample(n)
     loc_sd = np.sqrt(bgm.covariances_ / bgm.mean_precision_)

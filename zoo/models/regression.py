@@ -32,7 +32,7 @@ from zoo_inference.algorithms.linear import (
 
 # ------------------------------------------------------------------------------ shared helpers
 
-LINE = {"slope": 3.4, "intercept": 0.9, "noise_sd": 0.3, "n": 50}
+LINE: dict[str, Any] = {"slope": 3.4, "intercept": 0.9, "noise_sd": 0.3, "n": 50}
 """The document's synthetic line (seed 002 §5.1, L1053-1057): y = 3.4 x + 0.9 + 0.3 eps."""
 
 

@@ -432,8 +432,8 @@ def _(
     """Baum–Welch with Gaussian emissions (002 §19.6 with f(x | theta_i) normal): maximum
     likelihood of (pi, A, mu, sigma), monotone in log p(x); states relabelled by their means."""
     xs = real_series(x, at_least=2)
-    *theta, trace = _gaussian_baum_welch(xs, K, init, max_iter, tol)
-    return _gaussian_estimate(xs, tuple(theta), trace)
+    pi, A, mu, sigma, trace = _gaussian_baum_welch(xs, K, init, max_iter, tol)
+    return _gaussian_estimate(xs, (pi, A, mu, sigma), trace)
 
 
 @gaussian_hmm.reference("forward_backward")
@@ -446,11 +446,12 @@ def _(x: torch.Tensor, K: int, *, params: Mapping[str, Any] | None = None) -> zo
     increasing (the model's labelling of the states)."""
     if params is None:
         xs = real_series(x, at_least=2)
-        *theta, _ = _gaussian_baum_welch(xs, K, None, 200, 1e-8)
+        pi, A, mu, sigma, _ = _gaussian_baum_welch(xs, K, None, 200, 1e-8)
+        theta = (pi, A, mu, sigma)
     else:
         xs = real_series(x)
         theta = _gaussian_params(params, K)
-    return _gaussian_estimate(xs, tuple(theta))
+    return _gaussian_estimate(xs, theta)
 
 
 @gaussian_hmm.reference("hmmlearn")

@@ -200,7 +200,7 @@ def _(
     lam, gamma, resp, trace = lda_cavi_steps(w, K, V, alpha, eta, lam0, max_iter, tol, progress)
     order = relabel_topics(lam)
     lam, gamma, resp = lam[order], gamma[:, order], resp[..., order]
-    f64 = dict(dtype=torch.float64)
+    f64: dict[str, Any] = dict(dtype=torch.float64)
     return zoo.Factors(
         {
             "phi": dist.Dirichlet(torch.tensor(lam, **f64)).to_event(1),
@@ -284,7 +284,7 @@ def _(
     lam = peer.components_[order]
     gamma = peer.transform(counts, normalize=False)[:, order]
     resp = lda_responsibilities(w, lam, gamma)
-    f64 = dict(dtype=torch.float64)
+    f64: dict[str, Any] = dict(dtype=torch.float64)
     return zoo.Factors(
         {
             "phi": dist.Dirichlet(torch.tensor(lam, **f64)).to_event(1),
