@@ -22,6 +22,7 @@ from .results import Evidence, Run, RunKind, site_rows
 
 if TYPE_CHECKING:
     import arviz as az
+    import xarray as xr
 
 
 def arviz() -> ModuleType:
@@ -192,9 +193,9 @@ def make_run(
     )
 
 
-def mcmc_convergence(idata: az.InferenceData) -> dict[str, float]:
-    """max R-hat and min bulk ESS over every scalar of the posterior (R-hat is NaN, and ArviZ's
-    warning about it is silenced, for a single chain)."""
+def mcmc_convergence(idata: az.InferenceData | xr.Dataset) -> dict[str, float]:
+    """max R-hat and min bulk ESS over every scalar of the posterior (an InferenceData's, or a
+    Dataset of draws); R-hat is NaN for a single chain, ArviZ's warning about it silenced."""
     with _quiet():
         rhat = arviz().rhat(idata)
         ess = arviz().ess(idata, method="bulk")

@@ -135,7 +135,8 @@ def mcmc_run(
         diagnostics=diagnostics,
     )
     continuous = [n for n in posterior if n in s.continuous]
-    run.diagnostics.update(mcmc_convergence(run.idata.posterior[continuous]))
+    assert run.idata is not None  # make_run gives a run its idata
+    run.diagnostics.update(mcmc_convergence(run.idata["posterior"][continuous]))
     return run
 
 
@@ -195,9 +196,10 @@ def grouped_run(
         if key == "compile_s":  # wall seconds: groups side by side overlap, one after another
             # add up (those share a density and its compiled step: the first compiles)
             together = diagnostics["chains_in_parallel"]
-            diagnostics[key] = round(max(values) if together else sum(values), 3)
+            seconds = [float(v) for v in values if v is not None]
+            diagnostics[key] = round(max(seconds) if together else sum(seconds), 3)
         elif all(isinstance(v, list) for v in values):
-            diagnostics[key] = [x for v in values for x in v]
+            diagnostics[key] = [x for v in values if isinstance(v, list) for x in v]
         elif all(v == values[0] for v in values):
             diagnostics[key] = values[0]
         else:
@@ -215,7 +217,8 @@ def grouped_run(
         diagnostics=diagnostics,
     )
     continuous = [n for n in posterior if n in s.continuous]
-    run.diagnostics.update(mcmc_convergence(run.idata.posterior[continuous]))
+    assert run.idata is not None  # make_run gives a run its idata
+    run.diagnostics.update(mcmc_convergence(run.idata["posterior"][continuous]))
     if superchain > 1 and num_chains >= 2 * superchain:
         run.diagnostics["max_nested_r_hat"] = max_nested_rhat(
             {k: posterior[k] for k in continuous}, superchain

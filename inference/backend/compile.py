@@ -72,7 +72,7 @@ def jit_elbo(name: str, **kwargs: Any) -> Any:
         return None
     from pyro import infer
 
-    jitted = {
+    jitted: dict[str, Callable[..., Any]] = {
         "trace": infer.JitTrace_ELBO,
         "meanfield": infer.JitTraceMeanField_ELBO,
         "enum": infer.JitTraceEnum_ELBO,
@@ -188,6 +188,6 @@ def compile_in_this_process() -> None:
     """Inductor compiles in the calling process, synchronously: in a forked worker the parent's
     compile thread pool did not survive the fork (its futures never complete)."""
     os.environ["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
-    config = sys.modules.get("torch._inductor.config")  # already imported: set it there too
+    config: Any = sys.modules.get("torch._inductor.config")  # already imported: set it there too
     if config is not None and INDUCTOR.usable():
         config.compile_threads = 1

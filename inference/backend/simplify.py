@@ -239,7 +239,8 @@ def _identity_of(node: Node) -> Node | None:
         ):
             return None
         rank = x.meta["val"].dim() if isinstance(x.meta.get("val"), torch.Tensor) else None
-        if rank is None or [d % rank for d in other] != [x.args[1] % rank]:
+        dims = other if isinstance(other, list | tuple) else None  # sum's dims: a list
+        if rank is None or dims is None or [d % rank for d in dims] != [x.args[1] % rank]:
             return None
         x = x.args[0]
     elif target not in _LAYOUT_VIEWS:
@@ -254,8 +255,9 @@ def _is(arg: Any, number: float) -> bool:
         return False
     if isinstance(arg, int | float):
         return float(arg) == number
-    if isinstance(arg, Node) and arg.op == "get_attr":
-        value = _attr(arg.graph.owning_module, arg.target)
+    module = arg.graph.owning_module if isinstance(arg, Node) else None
+    if isinstance(arg, Node) and arg.op == "get_attr" and module and isinstance(arg.target, str):
+        value = _attr(module, arg.target)
         return (
             isinstance(value, torch.Tensor)
             and value.numel() <= 64

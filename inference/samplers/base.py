@@ -8,7 +8,6 @@ state in, packed into a few tensors for a compiled step. Nothing here knows abou
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Self, get_type_hints
@@ -28,7 +27,7 @@ class Samples:
     theta: torch.Tensor  # (chains, draws, D)
     stats: dict[str, torch.Tensor] = field(default_factory=dict)  # name -> (chains, draws)
     gradient_evals: int = 0  # density calls x chains, warmup included
-    info: dict[str, float | list[float]] = field(default_factory=dict)
+    info: dict[str, Any] = field(default_factory=dict)  # step sizes, metric kind, ...
     # what the kernel needs to go on drawing from the last draws (its ``resume=`` option):
     # the adapted step size, metric and schedule; the driver adds the generator's state
     state: dict[str, Any] = field(default_factory=dict)
@@ -127,8 +126,13 @@ class PackedState:
         )
 
 
-@functools.cache
+_KINDS: dict[type, dict[str, str]] = {}  # a record class's fields and their kinds
+_LAYOUTS: dict[type, tuple[tuple[str, ...], ...]] = {}
+
+
 def _kind_of(cls: type) -> dict[str, str]:
+    if cls in _KINDS:
+        return _KINDS[cls]
     hints = get_type_hints(cls, include_extras=True)
     kinds = {}
     for f in dataclasses.fields(cls):
@@ -136,12 +140,14 @@ def _kind_of(cls: type) -> dict[str, str]:
         if not meta or not isinstance(meta[0], str):
             raise TypeError(f"{cls.__name__}.{f.name}: annotate it Annotated[torch.Tensor, kind]")
         kinds[f.name] = meta[0]
+    _KINDS[cls] = kinds
     return kinds
 
 
-@functools.cache
 def _layout(cls: type) -> tuple[tuple[str, ...], ...]:
-    groups: dict[str, list[str]] = {}
-    for name, kind in _kind_of(cls).items():
-        groups.setdefault(kind, []).append(name)
-    return tuple(tuple(names) for names in groups.values())
+    if cls not in _LAYOUTS:
+        groups: dict[str, list[str]] = {}
+        for name, kind in _kind_of(cls).items():
+            groups.setdefault(kind, []).append(name)
+        _LAYOUTS[cls] = tuple(tuple(names) for names in groups.values())
+    return _LAYOUTS[cls]

@@ -213,6 +213,8 @@ def mams_laps(
         )  # fmt: skip
     B, D0 = theta0.shape
     dtype = theta0.dtype
+    fn: StepFn  # the plain steps, or those with a normal beside the density
+    leapfrog: StepFn
     q, tuned, fn, leapfrog = theta0, density, burn_in_step, isokinetic_leapfrog
     if D0 == 1:  # a standard normal beside it, as :func:`.mams.mams` samples one dimension
         q = torch.cat([q, torch.randn(B, 1, generator=gen, dtype=dtype)], -1)

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .base import Density, Loop, Samples
+from .base import Density, Loop, Samples, StepFn
 from .dual_averaging import DualAveraging
 from .integrator import MAX_DELTA_ENERGY
 from .metric import regularised_variance
@@ -114,8 +114,8 @@ def transition(
     n = steps
     if n is None:
         s = rescale(L / step)
-        u = float(torch.rand((), generator=gen, dtype=dtype))
-        n = min(max(1, math.ceil(u * s)), max_steps)
+        jitter = float(torch.rand((), generator=gen, dtype=dtype))
+        n = min(max(1, math.ceil(jitter * s)), max_steps)
     u0 = torch.randn(B, D, generator=gen, dtype=dtype)
     u = u0 / u0.norm(dim=-1, keepdim=True)
     cq, cg, clp, kin = q, grad, logp, torch.zeros(B, dtype=dtype)
@@ -159,6 +159,7 @@ def mams(
     iteration count): no warmup, the chains go on from ``theta0`` (their last draws)."""
     B, D0 = theta0.shape
     dtype = theta0.dtype
+    leapfrog: StepFn  # the plain step, or one with a normal beside the density
     q, leapfrog = theta0, isokinetic_leapfrog
     if D0 == 1:  # a standard normal beside it, independent, drawn afresh on resuming
         q = torch.cat([q, torch.randn(B, 1, generator=gen, dtype=dtype)], -1)

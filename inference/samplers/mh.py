@@ -63,7 +63,7 @@ def rwmh(
         else:
             draws[:, it - warmup] = q
             accepted += take.to(dtype)
-    rate = accepted / max(1, num_samples)
+    acceptance = accepted / max(1, num_samples)
     stats = {"diverging": torch.zeros(B, num_samples, dtype=torch.bool)}
     state = {"log_step": log_step, "scale": scale}
-    return Samples(draws, stats, calls * B, {"acceptance_rate": rate.tolist()}, state)
+    return Samples(draws, stats, calls * B, {"acceptance_rate": acceptance.tolist()}, state)

@@ -68,9 +68,9 @@ class PositiveNormal(dist.Normal):
     """Stan's ``x ~ normal(mu, sigma)`` on a ``real<lower=0> x``: the normal density on x > 0,
     not renormalised (Stan drops the truncation's constant, which depends on no parameter)."""
 
-    support = constraints.positive
+    support = constraints.positive  # type: ignore[assignment]  # torch annotates it Normal's real
 
-    def sample(self, sample_shape: tuple[int, ...] = ()) -> torch.Tensor:
+    def sample(self, sample_shape: torch.Size | list[int] | tuple[int, ...] = ()) -> torch.Tensor:
         """By inverse CDF above the bound: a prior draw inside the support."""
         with torch.no_grad():
             shape = self._extended_shape(sample_shape)
