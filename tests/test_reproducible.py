@@ -4,7 +4,7 @@ a registered sampler and a registered engine), and for a run that compiles mid-r
 reads counts, never the clock: inference/backend/policy.py).
 
 The user's sampler is the README's (examples/mala.py). The calls and their digests are made by
-``_digests`` below, which the subprocess runs too (``python tests/test_reproducible.py CASE``):
+``_digests`` below, which the subprocess runs too (``python -m tests.test_reproducible CASE``):
 one definition of what is compared."""
 
 from __future__ import annotations
@@ -90,9 +90,12 @@ def _digests(cases: list[tuple[str, str, dict]], *, compiling: bool = False) -> 
 
 
 def _in_a_fresh_process(which: str) -> list[str]:
-    env = {**os.environ, "PYTHONPATH": str(HERE)}
+    # as a module of the tests package, from the repository: a script's own folder (tests/)
+    # first on sys.path would make tests/zoo the package ``zoo``
+    env = {**os.environ, "PYTHONPATH": str(HERE.parent)}
     out = subprocess.run(
-        [sys.executable, str(Path(__file__)), which],
+        [sys.executable, "-m", "tests.test_reproducible", which],
+        cwd=HERE.parent,
         env=env,
         capture_output=True,
         text=True,
