@@ -21,12 +21,13 @@ Every posterior here is ``opt_in``: a whole-zoo report leaves them out; ``zoo re
 pdb_kidiq_kidscore_momiq ...`` runs one.
 
 One module per kind of model: ``arm`` (the ARM book's regressions), ``time_series`` (AR and
-ARMA regressions), ``mixtures`` (finite mixtures), ... . Adding a posterior: run
-``benchmarks/posteriordb_vendor.py PATH POSTERIOR`` (its data, program and reference land in
-datasets/posteriordb/), write or reuse the model function in its kind's module and register it
-with :func:`zoo.models.posteriordb.base.posterior`, then run ``benchmarks/stan_log_densities.py
-POSTERIOR`` for Stan's log densities at its reference draws
+ARMA regressions), ``mixtures`` (finite mixtures), ``hmm`` (hidden Markov models, the states
+summed out; their exact marginals given each reference draw join the truth), ... . Adding a
+posterior: run ``benchmarks/posteriordb_vendor.py PATH POSTERIOR`` (its data, program and
+reference land in datasets/posteriordb/), write or reuse the model function in its kind's module
+and register it with :func:`zoo.models.posteriordb.base.posterior`, then run
+``benchmarks/stan_log_densities.py POSTERIOR`` for Stan's log densities at its reference draws
 (tests/data/stan_log_densities/POSTERIOR.json).
 """
 
-from . import arm, mixtures, time_series  # noqa: F401
+from . import arm, hmm, mixtures, time_series  # noqa: F401
