@@ -22,9 +22,30 @@ from zoo_inference.algorithms.hmm import forward_backward
 from zoo_inference.reference import default_dtype
 
 
+def _log_matmul_exp(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """log(exp(x) @ exp(y)) by logsumexp: the forward algorithm's step on log matrices."""
+    return (x.unsqueeze(-1) + y.unsqueeze(-3)).logsumexp(-2)
+
+
+class ForwardAlgorithm(dist.DiscreteHMM):
+    """Pyro's DiscreteHMM with its log density by logsumexp alone: Pyro's own goes through a
+    custom autograd function (its safe log) that torch's vmap cannot batch, so the zoo's
+    samplers would evaluate the chains one by one."""
+
+    def log_prob(self, value: torch.Tensor) -> torch.Tensor:
+        obs = self.observation_dist
+        log_b = obs.log_prob(value.unsqueeze(-1 - obs.event_dim))  # (..., T, K)
+        m = self.transition_logits + log_b.unsqueeze(-2)  # (..., T, old K, new K)
+        while m.size(-3) > 1:  # the product over time, pairwise: log2 T levels
+            even = m.size(-3) // 2 * 2
+            pairs = _log_matmul_exp(m[..., 0:even:2, :, :], m[..., 1:even:2, :, :])
+            m = torch.cat([pairs, m[..., even:, :, :]], -3)
+        return (self.initial_logits + m[..., 0, :, :].logsumexp(-1)).logsumexp(-1)
+
+
 def forward_algorithm(
     theta1: torch.Tensor, theta2: torch.Tensor, emission: dist.Distribution, T: int
-) -> dist.DiscreteHMM:
+) -> ForwardAlgorithm:
     """The programs' forward algorithm as a distribution of the T observations::
 
         gamma_1(k) = log p(obs_1 | k)
@@ -39,7 +60,7 @@ def forward_algorithm(
     K = theta.shape[-1]
     steps = theta.log().unsqueeze(-3).expand(*theta.shape[:-2], T - 1, K, K)
     first = theta.new_zeros(*theta.shape[:-2], 1, K, K)
-    return dist.DiscreteHMM(theta.new_zeros(K), torch.cat([first, steps], -3), emission)
+    return ForwardAlgorithm(theta.new_zeros(K), torch.cat([first, steps], -3), emission)
 
 
 def hmm_example(y: torch.Tensor, K: int) -> None:
