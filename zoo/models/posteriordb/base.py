@@ -18,6 +18,8 @@ import zoo
 from zoo_datasets.posteriordb import posteriordb_reference
 
 SOURCE = "posteriordb reference posterior"
+# zoo name -> why the zoo's nuts is expected to miss the reference (measured), as registered
+NUTS_FAILS: dict[str, str] = {}
 _ELEMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_.]*)(?:\[([0-9,]+)\])?$")
 
 
@@ -100,11 +102,13 @@ def posterior(
     math: list[str],
     story: str,
     hidden: Callable[[], dict[str, tuple[Any, Any, Any]]] | None = None,
+    nuts_fails: str | None = None,
 ) -> Any:
     """Register posteriordb's ``name`` (``"kidiq-kidscore_momiq"``) as ``pdb_kidiq_kidscore_momiq``:
     ``model`` on ``data()``, its reference as the truth on that data alone. ``hidden`` gives more
     of the truth, ``{site: (mean, sd, mean's standard error)}``, for what the reference has no
-    draws of (an HMM's summed-out states, exact given each reference draw)."""
+    draws of (an HMM's summed-out states, exact given each reference draw). ``nuts_fails``: why
+    the zoo's nuts is expected to miss the reference (hard geometry, as measured)."""
     ref = posteriordb_reference(name)
     doc = (
         f"{story}\n\n    posteriordb: {name} (data {ref['data']}, Stan program {ref['model']});"
@@ -128,6 +132,8 @@ def posterior(
             source=f"{truth.source}; {', '.join(more)}: exact given each of its thinned draws",
         )
 
+    if nuts_fails:
+        NUTS_FAILS[f"pdb_{name.replace('-', '_')}"] = nuts_fails
     return zoo.register(
         f"pdb_{name.replace('-', '_')}",
         model=model,

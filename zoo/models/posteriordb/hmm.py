@@ -190,7 +190,7 @@ def _data(source: str, *reals: str) -> Callable[[], dict[str, Any]]:
 
 
 HMM = {
-    # posterior: (model, data, parameters, math, story)
+    # posterior: (model, data, parameters, math, story, why nuts misses the reference or None)
     "hmm_example-hmm_example": (
         hmm_example,
         _data("hmm_example", "y"),
@@ -203,6 +203,7 @@ HMM = {
         ],
         "A two-state hidden Markov model with normal emissions on 100 simulated points: the "
         "example of Imad Ali's Stan case study on HMMs (bball-hmm).",
+        None,
     ),
     "bball_drive_event_0-hmm_drive_0": (
         hmm_drive,
@@ -217,6 +218,8 @@ HMM = {
         "A basketball drive as a two-state hidden Markov model (no drive, drive) of a player's "
         "1/speed and distance to the hoop over 416 SportVU frames, exponential emissions: Imad "
         "Ali's Stan case study (bball-hmm).",
+        "multimodal (posteriordb's keyword): the zoo's nuts (seed 0) ends with R-hat 1.073 and "
+        "55 divergent transitions, its status unreliable",
     ),
     "bball_drive_event_1-hmm_drive_1": (
         hmm_drive,
@@ -230,10 +233,11 @@ HMM = {
         ],
         "The same basketball drive on the log scale (log 1/speed, log distance to the hoop), "
         "normal emissions of known sd: Imad Ali's Stan case study (bball-hmm).",
+        None,
     ),
 }
 
-for _name, (_model, _source, _params, _math, _story) in HMM.items():
+for _name, (_model, _source, _params, _math, _story, _nuts_fails) in HMM.items():
     posterior(
         _name,
         _model,
@@ -242,4 +246,5 @@ for _name, (_model, _source, _params, _math, _story) in HMM.items():
         math=_math,
         story=_story,
         hidden=states_truth(_name, _model, _source),
+        nuts_fails=_nuts_fails,
     )
