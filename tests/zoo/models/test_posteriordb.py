@@ -4,6 +4,7 @@ needed here), its gradient on the unconstrained space is Stan's, and its truth i
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import numpy as np
@@ -11,6 +12,7 @@ import pyro
 import pyro.poutine as poutine
 import pytest
 import torch
+from scipy.stats import expon, norm
 from torch.distributions import biject_to
 
 import zoo
@@ -119,6 +121,59 @@ def test_truth_is_the_reference_on_its_own_data_only(name: str) -> None:
     assert entry.ground_truth(other) is None
 
 
+HMMS = {  # each HMM program's emission log densities log p(obs_t | z_t = k), (T, K), by scipy
+    "hmm_example-hmm_example": lambda d, p: norm.logpdf(d["y"][:, None], p["mu"], 1.0),
+    "bball_drive_event_0-hmm_drive_0": lambda d, p: (
+        expon.logpdf(d["u"][:, None], scale=1 / p["phi"])
+        + expon.logpdf(d["v"][:, None], scale=1 / p["lambda"])
+    ),
+    "bball_drive_event_1-hmm_drive_1": lambda d, p: (
+        norm.logpdf(d["u"][:, None], p["phi"], d["tau"])
+        + norm.logpdf(d["v"][:, None], p["lambda"], d["rho"])
+    ),
+}
+
+
+@pytest.mark.parametrize("posterior", sorted(HMMS))
+def test_hidden_state_marginals_are_sums_over_every_path(posterior: str) -> None:
+    """The states' truth: forward-backward's P(z_t = k | observations) at reference draws, on
+    the 12 steps around the truth's most uncertain state, equals the sum over all K^12 state
+    paths of the program's joint (weight 1 on every first state, theta's transitions, scipy's
+    emissions); the truth's E[z_t] is a probability's mean with its sd and standard error."""
+    from zoo.models.posteriordb.hmm import state_marginals
+
+    entry = zoo.get_model(zoo_name(posterior))
+    truth = entry.ground_truth()
+    mean, sd, se = truth.mean["z"], truth.sd["z"], truth.mean_se["z"]
+    assert ((mean >= 0) & (mean <= 1)).all() and (se >= 0).all()
+    np.testing.assert_allclose(sd, np.sqrt(mean * (1 - mean)), atol=1e-7)  # K = 2: Bernoulli
+    n = 12
+    start = min(max(int(sd.argmax()) - n // 2, 0), len(sd) - n)
+    with default_dtype(torch.float64):
+        data = entry.load_data()
+    window = {
+        k: v[start : start + n] if torch.is_tensor(v) and v.shape == sd.shape else v
+        for k, v in data.items()
+    }
+    draws = posteriordb_reference(posterior)["thinned"]
+    for i in (0, 99, 199):
+        values: dict[str, list[float]] = {}
+        for element, column in draws.items():  # vectors' 1-based elements, in order
+            values.setdefault(element.partition("[")[0], []).append(column[i])
+        got = state_marginals(entry.model, window, values)
+        p = {k: np.asarray(v) for k, v in values.items()}
+        d = {k: v.numpy() if torch.is_tensor(v) else v for k, v in window.items()}
+        log_b = HMMS[posterior](d, p)
+        log_theta = np.log(np.stack([p["theta1"], p["theta2"]]))
+        K = log_theta.shape[0]
+        paths = np.array(list(itertools.product(range(K), repeat=n)))
+        log_joint = log_b[np.arange(n), paths].sum(-1)
+        log_joint = log_joint + log_theta[paths[:, :-1], paths[:, 1:]].sum(-1)
+        w = np.exp(log_joint - log_joint.max())
+        want = np.stack([(w[:, None] * (paths == k)).sum(0) for k in range(K)], -1) / w.sum()
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "name",
@@ -135,9 +190,12 @@ def test_nuts_agrees_with_the_reference(name: str) -> None:
     posterior whose registration declares that NUTS fails it is an expected failure."""
     run = zoo.run(name, "nuts", seed=0, progress=False)
     assert run.status == "ok", run.reasons
-    truth = zoo.get_model(name).ground_truth()
+    entry = zoo.get_model(name)
+    truth = entry.ground_truth()
     for row, (mean, sd) in truth.rows().items():
         site, _, index = row.partition("[")
+        if site not in entry.params:  # an HMM's states: summed out, not drawn
+            continue
         idx = int(index.rstrip("]")) if index else ()
         se_ref = float(np.asarray(truth.mean_se[site])[idx])
         se_run = float(run.summary.loc[row, "sd"]) / np.sqrt(run.summary.loc[row, "ess_bulk"])

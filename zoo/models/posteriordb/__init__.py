@@ -23,13 +23,15 @@ quantiles with their standard errors are in ``zoo_datasets.posteriordb.posterior
 Every posterior here is ``opt_in``: a whole-zoo report leaves them out; ``zoo report
 pdb_kidiq_kidscore_momiq ...`` runs one.
 
-One module per kind of model: ``arm`` (the ARM book's regressions), ``gaussian_processes``
-(Stan's benchmark GPs), ``ode`` (ODE models), ... . Adding a posterior:
-run ``benchmarks/posteriordb_vendor.py PATH POSTERIOR`` (its data, program and reference land
-in datasets/posteriordb/), write or reuse the model function in its kind's module and register
-it with :func:`zoo.models.posteriordb.base.posterior`, then run
+One module per kind of model: ``arm`` (the ARM book's regressions), ``time_series`` (AR and
+ARMA regressions), ``mixtures`` (finite mixtures), ``hmm`` (hidden Markov models, the states
+summed out; their exact marginals given each reference draw join the truth),
+``gaussian_processes`` (Stan's benchmark GPs), ``ode`` (ODE models). Adding a
+posterior: run ``benchmarks/posteriordb_vendor.py PATH POSTERIOR`` (its data, program and
+reference land in datasets/posteriordb/), write or reuse the model function in its kind's module
+and register it with :func:`zoo.models.posteriordb.base.posterior`, then run
 ``benchmarks/stan_log_densities.py POSTERIOR`` for Stan's log densities at its reference draws
 (tests/data/stan_log_densities/POSTERIOR.json).
 """
 
-from . import arm, gaussian_processes, ode  # noqa: F401
+from . import arm, gaussian_processes, hmm, mixtures, ode, time_series  # noqa: F401

@@ -12,6 +12,8 @@ import numpy as np
 import pyro.distributions as dist
 import torch
 from pyro.distributions import constraints
+from torch.distributions import biject_to, transform_to
+from torch.distributions.transforms import Transform
 
 import zoo
 from zoo_datasets.posteriordb import posteriordb_reference
@@ -42,6 +44,42 @@ NUTS_FAILURES: dict[str, str] = {}
 def flat(support: constraints.Constraint, *shape: int) -> dist.ImproperUniform:
     """Stan's implicit prior on a parameter without a prior statement: flat on its support."""
     return dist.ImproperUniform(support, (), tuple(shape))
+
+
+class _StanPositiveOrdered(type(constraints.positive_ordered_vector)):
+    """Stan's ``positive_ordered``: Pyro's constraint, with Stan's bijection (below)."""
+
+
+stan_positive_ordered = _StanPositiveOrdered()
+
+
+class StanPositiveOrderedTransform(Transform):
+    """Stan's ``positive_ordered`` transform, y_1 = exp(x_1), y_k = y_{k-1} + exp(x_k): Pyro's
+    bijection to ``positive_ordered_vector`` is another (exp of its ordered transform), so the
+    unconstrained gradients would not be Stan's."""
+
+    domain = constraints.real_vector
+    codomain = stan_positive_ordered
+    bijective = True
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, StanPositiveOrderedTransform)
+
+    def __hash__(self) -> int:
+        return hash(type(self))
+
+    def _call(self, x: torch.Tensor) -> torch.Tensor:
+        return x.exp().cumsum(-1)
+
+    def _inverse(self, y: torch.Tensor) -> torch.Tensor:
+        return torch.cat([y[..., :1], y.diff(dim=-1)], -1).log()
+
+    def log_abs_det_jacobian(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return x.sum(-1)
+
+
+biject_to.register(_StanPositiveOrdered)(lambda _: StanPositiveOrderedTransform())
+transform_to.register(_StanPositiveOrdered)(lambda _: StanPositiveOrderedTransform())
 
 
 def reference_truth(posterior: str, params: tuple[str, ...]) -> zoo.GroundTruth:
@@ -82,12 +120,15 @@ def posterior(
     math: list[str],
     story: str,
     tolerance: Tolerance | None = None,
+    hidden: Callable[[], dict[str, tuple[Any, Any, Any]]] | None = None,
     nuts_fails: str | None = None,
 ) -> Any:
     """Register posteriordb's ``name`` (``"kidiq-kidscore_momiq"``) as ``pdb_kidiq_kidscore_momiq``:
-    ``model`` on ``data()``, its reference as the truth on that data alone; ``tolerance``: how
-    closely it matches Stan's log density, where not to round-off; ``nuts_fails``: why the
-    zoo's NUTS, at its defaults, fails the check against the reference (measured)."""
+    ``model`` on ``data()``, its reference as the truth on that data alone. ``tolerance``: how
+    closely it matches Stan's log density, where not to round-off. ``hidden`` gives more of the
+    truth, ``{site: (mean, sd, mean's standard error)}``, for what the reference has no draws of
+    (an HMM's summed-out states, exact given each reference draw). ``nuts_fails``: why the zoo's
+    NUTS, at its defaults, fails the check against the reference (measured)."""
     ref = posteriordb_reference(name)
     doc = (
         f"{story}\n\n    posteriordb: {name} (data {ref['data']}, Stan program {ref['model']});"
@@ -98,7 +139,18 @@ def posterior(
     def truth(**given: Any) -> zoo.GroundTruth | None:
         """The reference, on the posterior's own data only."""
         same = all(_same(given.get(k), v) for k, v in data().items())
-        return reference_truth(name, params) if same else None
+        if not same:
+            return None
+        truth = reference_truth(name, params)
+        more = hidden() if hidden else {}
+        if not more:
+            return truth
+        return zoo.GroundTruth(
+            mean=truth.mean | {k: v[0] for k, v in more.items()},
+            sd=truth.sd | {k: v[1] for k, v in more.items()},
+            mean_se=truth.mean_se | {k: v[2] for k, v in more.items()},
+            source=f"{truth.source}; {', '.join(more)}: exact given each of its thinned draws",
+        )
 
     zoo_name = f"pdb_{name.replace('-', '_')}"
     if tolerance is not None:
