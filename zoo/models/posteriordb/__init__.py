@@ -20,7 +20,8 @@ quantiles with their standard errors are in ``zoo_datasets.posteriordb.posterior
 Every posterior here is ``opt_in``: a whole-zoo report leaves them out; ``zoo report
 pdb_kidiq_kidscore_momiq ...`` runs one.
 
-One module per kind of model: ``arm`` (the ARM book's regressions), ... . Adding a posterior:
+One module per kind of model: ``arm`` (the ARM book's regressions), ``regressions`` (the
+other linear regressions), ... . Adding a posterior:
 run ``benchmarks/posteriordb_vendor.py PATH POSTERIOR`` (its data, program and reference land
 in datasets/posteriordb/), write or reuse the model function in its kind's module and register
 it with :func:`zoo.models.posteriordb.base.posterior`, then run
@@ -28,4 +29,4 @@ it with :func:`zoo.models.posteriordb.base.posterior`, then run
 (tests/data/stan_log_densities/POSTERIOR.json).
 """
 
-from . import arm  # noqa: F401
+from . import arm, regressions  # noqa: F401
