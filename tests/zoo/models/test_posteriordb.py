@@ -15,6 +15,7 @@ from torch.distributions import biject_to
 
 import zoo
 from tests.paths import DATA
+from zoo.models.posteriordb.base import NUTS_FAILS
 from zoo_datasets.posteriordb import posteriordb_reference, vendored_posteriors
 from zoo_inference.reference import default_dtype
 
@@ -113,8 +114,16 @@ def test_truth_is_the_reference_on_its_own_data_only(name: str) -> None:
     assert entry.ground_truth(other) is None
 
 
+def nuts_cases() -> list:
+    """Every posterior, those whose registration says nuts fails on it expected to fail."""
+    return [
+        pytest.param(m, marks=pytest.mark.xfail(reason=NUTS_FAILS[m])) if m in NUTS_FAILS else m
+        for m in MODELS
+    ]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("name", MODELS)
+@pytest.mark.parametrize("name", nuts_cases())
 def test_nuts_agrees_with_the_reference(name: str) -> None:
     """Every mean within 5 combined standard errors (the reference's and the run's)."""
     run = zoo.run(name, "nuts", seed=0, progress=False)
