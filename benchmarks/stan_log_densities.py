@@ -3,10 +3,12 @@
 For each vendored posterior (datasets/posteriordb/reference/), PyStan compiles its Stan program
 on its data and evaluates, at ``POINTS`` of the thinned reference draws, the log density
 ``log_prob(unconstrain_pars(draw), adjust_transform=False)`` (no Jacobian: the density of the
-constrained parameters, up to Stan's dropped constants) and the gradient with respect to the
-unconstrained parameters (with the transforms' Jacobian, the only one pystan gives). It writes
-tests/data/stan_log_densities/<posterior>.json, with the httpstan (Stan) and pystan versions;
-tests/zoo/models/test_posteriordb.py checks each Pyro model against it without Stan.
+constrained parameters, up to Stan's dropped constants; where a reference holds a transformed
+parameter in place of a parameter, ``PARAMETERS`` gives the program's parameters from it) and
+the gradient with respect to the unconstrained parameters (with the transforms' Jacobian, the
+only one pystan gives). It writes tests/data/stan_log_densities/<posterior>.json, with the
+httpstan (Stan) and pystan versions; tests/zoo/models/test_posteriordb.py checks each Pyro model
+against it without Stan.
 
 Needs the ``stan`` extra in a venv of its own (pystan 3 imports ``pkg_resources``):
 ``python -m venv /tmp/stan && /tmp/stan/bin/pip install "setuptools<80" pystan``, then
@@ -61,6 +63,16 @@ def stan_values(draws: dict[str, list[float]], i: int) -> dict[str, object]:
     return out
 
 
+# Stan's parameters from a reference that holds a transformed parameter in their place, by program
+PARAMETERS = {
+    "eight_schools_noncentered": lambda v: {
+        "theta_trans": ((np.asarray(v["theta"]) - v["mu"]) / v["tau"]).tolist(),
+        "mu": v["mu"],
+        "tau": v["tau"],
+    },
+}
+
+
 def main(argv: list[str] | None = None) -> int:
     import stan
 
@@ -79,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         picks = np.linspace(0, n - 1, POINTS).round().astype(int).tolist()
         rows = []
         for i in picks:
-            values = stan_values(ref["thinned"], i)
+            values = PARAMETERS.get(ref["model"], dict)(stan_values(ref["thinned"], i))
             u = fit.unconstrain_pars(values)
             rows.append(
                 {

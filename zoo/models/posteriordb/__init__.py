@@ -21,7 +21,7 @@ Every posterior here is ``opt_in``: a whole-zoo report leaves them out; ``zoo re
 pdb_kidiq_kidscore_momiq ...`` runs one.
 
 One module per kind of model: ``arm`` (the ARM book's regressions), ``regressions`` (the
-other linear regressions), ... . Adding a posterior:
+other linear regressions), ``hierarchical`` (hierarchical models), ... . Adding a posterior:
 run ``benchmarks/posteriordb_vendor.py PATH POSTERIOR`` (its data, program and reference land
 in datasets/posteriordb/), write or reuse the model function in its kind's module and register
 it with :func:`zoo.models.posteriordb.base.posterior`, then run
@@ -29,4 +29,4 @@ it with :func:`zoo.models.posteriordb.base.posterior`, then run
 (tests/data/stan_log_densities/POSTERIOR.json).
 """
 
-from . import arm, regressions  # noqa: F401
+from . import arm, hierarchical, regressions  # noqa: F401
