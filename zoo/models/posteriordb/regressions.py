@@ -1,6 +1,6 @@
 """posteriordb's other linear regressions: the ARM book's nes and mesquite (Gelman & Hill 2007,
 ch. 4), which are arm.py's :func:`~zoo.models.posteriordb.arm.normal_regression` on their own
-designs, and kilpisjarvi and blr, each with its own priors.
+designs, and kilpisjarvi, diamonds and blr, each with its own priors.
 
 Every one is a normal linear model of its response on its program's design::
 
@@ -10,6 +10,7 @@ Every one is a normal linear model of its response on its program's design::
 from __future__ import annotations
 
 from functools import partial
+from typing import Any
 
 import pyro
 import pyro.distributions as dist
@@ -201,6 +202,64 @@ posterior(
         "metric the trees near the depth limit (about 590 gradients a draw) and the two's chains "
         "disagree at the default size (32 chains x 500 draws): R-hat 1.017, bulk ESS 1,707; the "
         "means and sds (within 3%) agree with the reference"
+    ),
+)
+
+# --------------------------------------------------------------------------------- diamonds
+
+
+def diamonds(Y: torch.Tensor, Xc: torch.Tensor, prior_only: int = 0) -> None:
+    """brms's Gaussian regression on centred predictors (brms 2.10 generated the program)::
+
+        b_k       ~ Normal(0, 1),  k = 1..K-1
+        Intercept ~ StudentT(3, 8, 10)                 the intercept of the centred predictors
+        sigma     ~ StudentT(3, 0, 10) on sigma > 0
+        Y_n       ~ Normal(Intercept + Xc_n . b, sigma),  n = 1..N   (unless prior_only)
+
+            (b, Intercept, sigma) ----> [Y_n] <---- Xc_n     n = 1..N
+
+    ``Xc``: the design ``X`` without its intercept column, each column centred on its mean, as
+    the program's ``transformed data`` block builds it.
+    """
+    b = pyro.sample("b", dist.Normal(torch.zeros(Xc.shape[-1], dtype=Xc.dtype), 1.0).to_event(1))
+    Intercept = pyro.sample(
+        "Intercept", dist.StudentT(3.0, torch.tensor(8.0, dtype=Xc.dtype), 10.0)
+    )
+    # brms's half Student-t: the t density folded at zero (twice the density on sigma > 0)
+    sigma = pyro.sample(
+        "sigma",
+        dist.FoldedDistribution(dist.StudentT(3.0, torch.tensor(0.0, dtype=Xc.dtype), 10.0)),
+    )
+    if not prior_only:
+        with pyro.plate("n", Y.shape[0]):
+            pyro.sample("Y", dist.Normal(Intercept + linear_predictor(Xc, b), sigma), obs=Y)
+
+
+def _diamonds_data() -> dict[str, Any]:
+    raw = posteriordb_data("diamonds")
+    X = torch.tensor(raw["X"], dtype=torch.float64)[:, 1:]
+    dtype = torch.get_default_dtype()
+    return {
+        "Y": torch.tensor(raw["Y"], dtype=torch.float64).to(dtype),
+        "Xc": (X - X.mean(dim=0)).to(dtype),
+        "prior_only": raw["prior_only"],
+    }
+
+
+posterior(
+    "diamonds-diamonds",
+    diamonds,
+    _diamonds_data,
+    params=("b", "Intercept", "sigma"),
+    math=[
+        r"b_k \sim \mathcal{N}(0, 1), \quad \mathrm{Intercept} \sim t_3(8, 10), "
+        r"\quad \sigma \sim t_3^+(0, 10)",
+        r"Y_n \sim \mathcal{N}(\mathrm{Intercept} + \tilde x_n^\top b,\, \sigma^2)",
+    ],
+    story=(
+        "The log price of 5,000 diamonds (ggplot2's diamonds data, Wickham 2016) regressed by "
+        "brms on log(price) ~ carat * (log(x) + log(y) + log(z)) + cut + color + clarity: 24 "
+        "strongly correlated predictors, a warm-up benchmark of Bales et al. (2019)."
     ),
 )
 
