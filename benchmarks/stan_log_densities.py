@@ -3,10 +3,12 @@
 For each vendored posterior (datasets/posteriordb/reference/), PyStan compiles its Stan program
 on its data and evaluates, at ``POINTS`` of the thinned reference draws, the log density
 ``log_prob(unconstrain_pars(draw), adjust_transform=False)`` (no Jacobian: the density of the
-constrained parameters, up to Stan's dropped constants) and the gradient with respect to the
-unconstrained parameters (with the transforms' Jacobian, the only one pystan gives). It writes
-tests/data/stan_log_densities/<posterior>.json, with the httpstan (Stan) and pystan versions;
-tests/zoo/models/test_posteriordb.py checks each Pyro model against it without Stan.
+constrained parameters, up to Stan's dropped constants; where a reference holds a transformed
+parameter in place of a parameter, ``PARAMETERS`` gives the program's parameters from it) and
+the gradient with respect to the unconstrained parameters (with the transforms' Jacobian, the
+only one pystan gives). It writes tests/data/stan_log_densities/<posterior>.json, with the
+httpstan (Stan) and pystan versions; tests/zoo/models/test_posteriordb.py checks each Pyro model
+against it without Stan.
 
 Needs the ``stan`` extra in a venv of its own (pystan 3 imports ``pkg_resources``):
 ``python -m venv /tmp/stan && /tmp/stan/bin/pip install "setuptools<80" pystan``, then
@@ -73,7 +75,15 @@ def gp_pois_regr_parameters(values: dict[str, object], data: dict[str, object]) 
 
 
 # Stan programs whose reference draws name transformed parameters: the map to Stan's parameters
-TO_PARAMETERS = {"gp_pois_regr": gp_pois_regr_parameters}
+TO_PARAMETERS = {
+    "gp_pois_regr": gp_pois_regr_parameters,
+    # the reference holds theta = mu + tau theta_trans, Stan's parameter is theta_trans
+    "eight_schools_noncentered": lambda v, data: {
+        "theta_trans": ((np.asarray(v["theta"]) - v["mu"]) / v["tau"]).tolist(),
+        "mu": v["mu"],
+        "tau": v["tau"],
+    },
+}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -23,7 +23,8 @@ quantiles with their standard errors are in ``zoo_datasets.posteriordb.posterior
 Every posterior here is ``opt_in``: a whole-zoo report leaves them out; ``zoo report
 pdb_kidiq_kidscore_momiq ...`` runs one.
 
-One module per kind of model: ``arm`` (the ARM book's regressions), ``time_series`` (AR and
+One module per kind of model: ``arm`` (the ARM book's regressions), ``regressions`` (the
+other linear regressions), ``hierarchical`` (hierarchical models), ``time_series`` (AR and
 ARMA regressions), ``mixtures`` (finite mixtures), ``hmm`` (hidden Markov models, the states
 summed out; their exact marginals given each reference draw join the truth),
 ``gaussian_processes`` (Stan's benchmark GPs), ``ode`` (ODE models). Adding a
@@ -34,4 +35,13 @@ and register it with :func:`zoo.models.posteriordb.base.posterior`, then run
 (tests/data/stan_log_densities/POSTERIOR.json).
 """
 
-from . import arm, gaussian_processes, hmm, mixtures, ode, time_series  # noqa: F401
+from . import (  # noqa: F401
+    arm,
+    gaussian_processes,
+    hierarchical,
+    hmm,
+    mixtures,
+    ode,
+    regressions,
+    time_series,
+)
