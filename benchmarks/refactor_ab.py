@@ -12,6 +12,10 @@ sample_stats: a refactor must keep them).
 
 Run: ``python benchmarks/refactor_ab.py --before REV [--after REV] --case MODEL:ENGINE[:k=v,...]
 ... --repeats N --out benchmarks/results/NAME.md`` (``--after`` defaults to the work tree).
+``--per-call MODEL,...`` adds each revision's own ``benchmarks/uncompiled_forms.py`` on those
+models (microseconds a call of the density and of NUTS's step in each uncompiled form, CPU
+time, the least of its repeats), the revisions alternating as above, the least of the calls
+kept: what a change to a kernel's Python costs, which a whole run's time is too noisy to show.
 """
 
 from __future__ import annotations
@@ -97,15 +101,37 @@ def call(path: Path, case: tuple[str, str, dict[str, object]]) -> dict[str, obje
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def per_call(tree: Path, path: Path, models: str, out: Path) -> dict[tuple[str, str, str], float]:
+    """``tree``'s uncompiled_forms.py on ``models``: microseconds by (model, call, form)."""
+    env = {**os.environ, "PYTHONPATH": str(path), "OMP_NUM_THREADS": "1"}
+    script = tree / "benchmarks" / "uncompiled_forms.py"
+    cmd = [sys.executable, str(script), "--models", models, "--out", str(out)]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"uncompiled_forms.py under {path}: failed\n{done.stderr[-2000:]}")
+    rows = [r for r in out.read_text().splitlines() if r.startswith("| ") and "---" not in r]
+    header = [c.strip() for c in rows[0].strip("|").split("|")]
+    got = {}
+    for row in rows[1:]:
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        for form, cell in zip(header[2:], cells[2:], strict=True):
+            if cell:
+                got[(cells[0], cells[1], form)] = float(cell.split()[0])
+    return got
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--before", required=True, help="a git revision")
     parser.add_argument("--after", help="a git revision (default: the work tree)")
-    parser.add_argument("--case", action="append", required=True, help="MODEL:ENGINE[:k=v,...]")
+    parser.add_argument("--case", action="append", default=[], help="MODEL:ENGINE[:k=v,...]")
+    parser.add_argument("--per-call", default="", help="models for uncompiled_forms.py")
     parser.add_argument("--repeats", type=int, default=3, help="calls per side and case")
     parser.add_argument("--out", type=Path, required=True, help="the markdown table to write")
     args = parser.parse_args(argv)
     cases = [parse_case(c) for c in args.case]
+    if not cases and not args.per_call:
+        parser.error("give --case or --per-call (or both)")
     revs = {}
     for side, rev in (("before", args.before), ("after", args.after)):
         revs[side] = "work tree" if rev is None else subprocess.run(
@@ -131,6 +157,13 @@ def main(argv: list[str] | None = None) -> int:
                 digests = {s: {str(g["digest"]) for g in got[s]} for s in got}
                 same = len(digests["before"] | digests["after"]) == 1
                 rows.append((case, cpus, walls, same))
+            calls: dict[str, dict[tuple[str, str, str], float]] = {"before": {}, "after": {}}
+            for r in range(args.repeats if args.per_call else 0):
+                for side in ("before", "after") if r % 2 == 0 else ("after", "before"):
+                    out = tmp_path / f"{side}-{r}.md"
+                    for key, us in per_call(trees[side], paths[side], args.per_call, out).items():
+                        calls[side][key] = min(us, calls[side].get(key, float("inf")))
+                    print("per call", side, r, flush=True)
         finally:
             for tree in trees.values():
                 if tree != ROOT:
@@ -156,6 +189,18 @@ def main(argv: list[str] | None = None) -> int:
             f"{cpus['after']:.2f} | {ratio:.3f} | {walls['before']:.2f} | {walls['after']:.2f} "
             f"| {'yes' if same else 'NO'} |"
         )
+    if args.per_call:
+        lines += [
+            "",
+            "Per call (each revision's `benchmarks/uncompiled_forms.py`, microseconds of CPU, the "
+            f"least over {args.repeats} runs a side):",
+            "",
+            "| model | call | form | before us | after us | after / before |",
+            "|---|---|---|---|---|---|",
+        ]
+        for key in sorted(set(calls["before"]) & set(calls["after"])):
+            b, a = calls["before"][key], calls["after"][key]
+            lines.append(f"| {key[0]} | {key[1]} | {key[2]} | {b:.0f} | {a:.0f} | {a / b:.3f} |")
     args.out.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0

@@ -46,7 +46,7 @@ def flat(support: constraints.Constraint, *shape: int) -> dist.ImproperUniform:
     return dist.ImproperUniform(support, (), tuple(shape))
 
 
-class _StanPositiveOrdered(type(constraints.positive_ordered_vector)):
+class _StanPositiveOrdered(type(constraints.positive_ordered_vector)):  # type: ignore[misc]  # torch exports the instance, not its class
     """Stan's ``positive_ordered``: Pyro's constraint, with Stan's bijection (below)."""
 
 
@@ -146,9 +146,9 @@ def posterior(
         if not more:
             return truth
         return zoo.GroundTruth(
-            mean=truth.mean | {k: v[0] for k, v in more.items()},
-            sd=truth.sd | {k: v[1] for k, v in more.items()},
-            mean_se=truth.mean_se | {k: v[2] for k, v in more.items()},
+            mean={**truth.mean, **{k: v[0] for k, v in more.items()}},
+            sd={**truth.sd, **{k: v[1] for k, v in more.items()}},
+            mean_se={**truth.mean_se, **{k: v[2] for k, v in more.items()}},
             source=f"{truth.source}; {', '.join(more)}: exact given each of its thinned draws",
         )
 

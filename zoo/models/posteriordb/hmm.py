@@ -138,8 +138,10 @@ def state_marginals(
         given = {k: torch.as_tensor(np.asarray(v, dtype=float)) for k, v in values.items()}
         trace = poutine.trace(poutine.condition(model, data=given)).get_trace(**data)
     (site,) = [s for s in trace.nodes.values() if isinstance(s.get("fn"), dist.DiscreteHMM)]
-    emission = site["fn"].observation_dist
-    log_b = emission.log_prob(site["value"].unsqueeze(-1 - emission.event_dim))
+    hmm_dist, value = site["fn"], site["value"]
+    assert isinstance(hmm_dist, dist.DiscreteHMM) and value is not None  # the site just found
+    emission = hmm_dist.observation_dist
+    log_b = emission.log_prob(value.unsqueeze(-1 - emission.event_dim))
     A = np.stack([np.asarray(values["theta1"]), np.asarray(values["theta2"])])
     K = A.shape[-1]
     return forward_backward(np.full(K, 1.0 / K), A, log_b.detach().numpy()).gamma
@@ -189,7 +191,7 @@ def _data(source: str, *reals: str) -> Callable[[], dict[str, Any]]:
     return data
 
 
-HMM = {
+HMM: dict[str, tuple[Callable[..., Any], Any, tuple[str, ...], list[str], str, str | None]] = {
     # posterior: (model, data, parameters, math, story, why nuts misses the reference or None)
     "hmm_example-hmm_example": (
         hmm_example,
