@@ -389,6 +389,7 @@ def main() -> None:
     parser.add_argument("--paths", default=",".join(WORKLOADS))
     parser.add_argument("--chains", type=int, default=32)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--sbc-reps", type=int, default=8, help="POTENTIAL_DATA's replications")
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--compile-child", help=argparse.SUPPRESS)
     parser.add_argument("--without", action="store_true", help=argparse.SUPPRESS)
@@ -403,7 +404,8 @@ def main() -> None:
     rows = []
     for path in args.paths.split(","):
         print(f"{path} ({time.perf_counter() - started:.0f} s)", flush=True)
-        rows += WORKLOADS[path](args.chains, args.repeats)
+        more = {"reps": args.sbc_reps} if path == "POTENTIAL_DATA" else {}
+        rows += WORKLOADS[path](args.chains, args.repeats, **more)
     text = table(rows, args.chains, time.perf_counter() - started)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text)

@@ -91,6 +91,7 @@ def call(path: Path, case: tuple[str, str, dict[str, object]]) -> dict[str, obje
     env = {**os.environ, "PYTHONPATH": str(path), "OMP_NUM_THREADS": "1"}
     out = subprocess.run(
         [sys.executable, "-c", CALL, json.dumps(case)],
+        cwd=path,  # not the repository: its zoo/ would come before PYTHONPATH's
         env=env,
         capture_output=True,
         text=True,
@@ -106,7 +107,7 @@ def per_call(tree: Path, path: Path, models: str, out: Path) -> dict[tuple[str, 
     env = {**os.environ, "PYTHONPATH": str(path), "OMP_NUM_THREADS": "1"}
     script = tree / "benchmarks" / "uncompiled_forms.py"
     cmd = [sys.executable, str(script), "--models", models, "--out", str(out)]
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    done = subprocess.run(cmd, cwd=path, env=env, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"uncompiled_forms.py under {path}: failed\n{done.stderr[-2000:]}")
     rows = [r for r in out.read_text().splitlines() if r.startswith("| ") and "---" not in r]
