@@ -15,7 +15,6 @@ from pyro.distributions import constraints
 from pyro.infer.autoguide.initialization import InitMessenger, init_to_median, init_to_sample
 from pyro.infer.inspect import site_is_deterministic
 from pyro.poutine.runtime import Message
-from pyro.poutine.subsample_messenger import _Subsample
 from pyro.poutine.util import site_is_subsample
 from torch.distributions import transform_to
 
@@ -166,7 +165,8 @@ def subsampled(trace: poutine.Trace) -> dict[str, tuple[int, int]]:
     out = {}
     for name, site in trace.nodes.items():
         if site["type"] == "sample" and site_is_subsample(site):
-            size, sub = int(cast(_Subsample, site["fn"]).size), int(site_value(site).shape[0])
+            fn = cast(Any, site["fn"])  # pyro's private _Subsample: its size is the plate's
+            size, sub = int(fn.size), int(site_value(site).shape[0])
             if sub < size:
                 out[name] = (size, sub)
     return out

@@ -39,6 +39,9 @@ TOLERANCES: dict[str, Tolerance] = {}
 # by zoo name, the posteriors whose NUTS check (tests/zoo/models/test_posteriordb.py, slow) is
 # expected to fail, and the measured reason
 NUTS_FAILURES: dict[str, str] = {}
+# by zoo name, the posteriors whose density cannot be traced, and why: it runs a chain at a time
+# (tests/inference/test_density.py expects that of them, and tracing of every other model)
+PER_CHAIN: dict[str, str] = {}
 
 
 def flat(support: constraints.Constraint, *shape: int) -> dist.ImproperUniform:
@@ -122,13 +125,15 @@ def posterior(
     tolerance: Tolerance | None = None,
     hidden: Callable[[], dict[str, tuple[Any, Any, Any]]] | None = None,
     nuts_fails: str | None = None,
+    per_chain: str | None = None,
 ) -> Any:
     """Register posteriordb's ``name`` (``"kidiq-kidscore_momiq"``) as ``pdb_kidiq_kidscore_momiq``:
     ``model`` on ``data()``, its reference as the truth on that data alone. ``tolerance``: how
     closely it matches Stan's log density, where not to round-off. ``hidden`` gives more of the
     truth, ``{site: (mean, sd, mean's standard error)}``, for what the reference has no draws of
     (an HMM's summed-out states, exact given each reference draw). ``nuts_fails``: why the zoo's
-    NUTS, at its defaults, fails the check against the reference (measured)."""
+    NUTS, at its defaults, fails the check against the reference (measured). ``per_chain``: why
+    its density cannot be traced into one graph for all chains."""
     ref = posteriordb_reference(name)
     doc = (
         f"{story}\n\n    posteriordb: {name} (data {ref['data']}, Stan program {ref['model']});"
@@ -157,6 +162,8 @@ def posterior(
         TOLERANCES[zoo_name] = tolerance
     if nuts_fails is not None:
         NUTS_FAILURES[zoo_name] = nuts_fails
+    if per_chain is not None:
+        PER_CHAIN[zoo_name] = per_chain
     return zoo.register(
         zoo_name,
         model=model,

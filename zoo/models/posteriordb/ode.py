@@ -64,6 +64,10 @@ def integrate_ode(
     return z[1:].to(y0.dtype)
 
 
+# the solver's steps follow the error it measures, a branch on values that no trace can hold
+ADAPTIVE_STEPS = "the adaptive Dormand-Prince solver picks its steps by the error it measures"
+
+
 class PositiveNormal(dist.Normal):
     """Stan's ``x ~ normal(mu, sigma)`` on a ``real<lower=0> x``: the normal density on x > 0,
     not renormalised (Stan drops the truncation's constant, which depends on no parameter)."""
@@ -156,6 +160,7 @@ posterior(
             "by 5.2e-5 and 1.5e-3"
         ),
     ),
+    per_chain=ADAPTIVE_STEPS,
     nuts_fails=(
         "too slow to run on a CPU: each log density and gradient solves the ODE (about 190 ms), "
         "the batched density falls back to one chain at a time (the adaptive solver branches "
@@ -247,6 +252,7 @@ posterior(
             "relative to 1 + |grad|; Stan's own is within 2.3e-8 of a solve at 1e-10"
         ),
     ),
+    per_chain=ADAPTIVE_STEPS,
     nuts_fails=(
         "too slow to run on a CPU: one chain of 20 + 20 draws had not finished after 14 "
         "minutes and held 6.9 GB (the explicit solver's steps, each kept for the gradient; "

@@ -92,7 +92,7 @@ posterior(
     math=[
         r"\alpha \sim \mathcal{N}(0, 10^2), \quad \beta_k \sim \mathcal{N}(0, 10^2),"
         r" \quad \sigma \sim \mathrm{HalfCauchy}(2.5)",
-        r"y_t \sim \mathcal{N}(\alpha + \textstyle\sum_{k=1}^K \beta_k y_{t-k},\, \sigma^2),"
+        r"y_t \sim \mathcal{N}(\alpha + \sum_{k=1}^K \beta_k y_{t-k},\, \sigma^2),"
         r" \quad t = K+1, \ldots, T",
     ],
     story=(
