@@ -176,13 +176,21 @@ def _weighted(ctx: EngineContext, name: str, n: int, fit_steps: int, lr: float) 
         traces: dict[str, list[float]] = {}
         fit: dict[str, Any] = {}
     else:
-        fitted = fit_guide(ctx, guide=name, elbo=None, num_steps=fit_steps, lr=lr, jit=None)
+        advice = "try a smaller lr, or proposal='prior'"
+        try:
+            fitted = fit_guide(ctx, guide=name, elbo=None, num_steps=fit_steps, lr=lr, jit=None)
+        except ValueError as err:  # a step left a parameter NaN: the next step's check fails
+            if "found invalid values" not in str(err):
+                raise
+            raise NumericalFailure(
+                f"the {name} proposal's fit diverged: a parameter left its support within "
+                f"{fit_steps} SVI steps (lr={lr}); {advice}"
+            ) from err
         bad = non_finite_parameters(fitted.guide)
         if bad:  # drawing from it would fail on a distribution's argument check
             raise NumericalFailure(
                 f"the {name} proposal's fit diverged: {len(bad)} of its parameters are not "
-                f"finite after {fit_steps} SVI steps (lr={lr}; first: {bad[0]}); try a smaller "
-                "lr, or proposal='prior'"
+                f"finite after {fit_steps} SVI steps (lr={lr}; first: {bad[0]}); {advice}"
             )
         values, log_w = weighted_draws(
             ctx, fitted.guide, fitted.sampled, fitted.enumerated, n, name=f"the {name} guide"

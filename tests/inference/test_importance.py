@@ -92,6 +92,17 @@ def test_a_proposal_whose_fit_diverged_fails_and_says_so(regression, monkeypatch
     run = zoo.run(regression, "importance", proposal="mvn", num_samples=200, fit_steps=20, seed=1)
     assert run.status == "failed"
     assert "the mvn proposal's fit diverged" in run.error and "lr=0.05" in run.error, run.error
+    # a fit whose step left a parameter NaN fails the next step's argument check, in the fit
+    # (the Gym's 2519-dimensional log-return volatility does: the slow conformance cell)
+
+    def nan_in_the_fit(*args, **kwargs):
+        with torch.no_grad():
+            dist.Normal(torch.tensor(float("nan")), 1.0, validate_args=True)
+
+    monkeypatch.setattr(importance, "fit_guide", nan_in_the_fit)
+    run = zoo.run(regression, "importance", proposal="mvn", num_samples=200, fit_steps=20, seed=1)
+    assert run.status == "failed"
+    assert "proposal's fit diverged: a parameter left its support within 20" in run.error
 
 
 def test_the_prior_asked_for_is_kept_and_flagged_unreliable(regression):
