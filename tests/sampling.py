@@ -12,8 +12,8 @@ from zoo_inference.density import batched_density
 
 needs_compiler = pytest.mark.skipif(not has_compiler(), reason="no C compiler")
 
-# NUTS's trees on a correlated Gaussian under the first windows' unit metric reach depth 10
-# (1023 leapfrog steps a draw): the tests cap them at 6, which costs them 4 times less time
+# NUTS's trees on a correlated Gaussian under the first windows' unit metric reach the depth
+# limit: the tests cap them at 6, which the checks of mixing do not need more than
 NUTS_TEST_DEPTH = {"max_tree_depth": 6}
 
 

@@ -203,12 +203,22 @@ EARNINGS = {
     ),
 }
 
-for _name, (_response, _y, _terms, _what) in EARNINGS.items():
-    posterior(
-        _name,
-        normal_regression,
-        _design("earnings", _response, _terms, 0.0),
-        params=("beta", "sigma"),
-        math=[EARNINGS_MATH[0], EARNINGS_MATH[1].format(y=_y)],
-        story=EARNINGS_STORY.format(what=_what),
-    )
+
+def flat_regressions(
+    source: str, table: dict[str, tuple[Any, ...]], math: list[str], story: str
+) -> None:
+    """Register each of ``table``'s posteriors (rows: the response, its name in the math, the
+    terms after the intercept, what the story says) as :func:`normal_regression` on ``source``'s
+    data with flat priors; ``math[1]`` and ``story`` are templates of ``{y}`` and ``{what}``."""
+    for name, (response, y, terms, what) in table.items():
+        posterior(
+            name,
+            normal_regression,
+            _design(source, response, terms, 0.0),
+            params=("beta", "sigma"),
+            math=[math[0], math[1].format(y=y)],
+            story=story.format(what=what),
+        )
+
+
+flat_regressions("earnings", EARNINGS, EARNINGS_MATH, EARNINGS_STORY)

@@ -17,7 +17,7 @@ import pyro.distributions as dist
 import torch
 from pyro.distributions import constraints
 
-from zoo.models.posteriordb.arm import _design, normal_regression
+from zoo.models.posteriordb.arm import _design, flat_regressions, normal_regression
 from zoo.models.posteriordb.base import flat, posterior
 from zoo.models.regression import linear_predictor
 from zoo_datasets.posteriordb import posteriordb_data
@@ -137,15 +137,7 @@ MESQUITE = {
     ),
 }
 
-for _name, (_response, _y, _terms, _what) in MESQUITE.items():
-    posterior(
-        _name,
-        normal_regression,
-        _design("mesquite", _response, _terms, 0.0),
-        params=("beta", "sigma"),
-        math=[MESQUITE_MATH[0], MESQUITE_MATH[1].format(y=_y)],
-        story=MESQUITE_STORY.format(what=_what),
-    )
+flat_regressions("mesquite", MESQUITE, MESQUITE_MATH, MESQUITE_STORY)
 
 # ------------------------------------------------------------------------------ kilpisjarvi
 
