@@ -191,11 +191,15 @@ def graph_svg(entry: Any, data: dict[str, Any]) -> bytes:
     """The model's graphical model by Pyro's own ``render_model`` (Graphviz's ``dot``), traced
     as the zoo traces a model (a prior without a sampler, Stan's flat priors, initialised)."""
     import pyro
+    import torch
 
     from zoo_inference.structure import traceable
 
-    with warnings.catch_warnings():
+    # a fixed seed and no support checks, as trace_model traces: a prior draw (arma11's theta
+    # beyond 1, say) can overflow the model's arithmetic, which says nothing about its graph
+    with warnings.catch_warnings(), torch.random.fork_rng(), pyro.validation_enabled(False):
         warnings.simplefilter("ignore")
+        torch.manual_seed(0)
         graph = pyro.render_model(
             traceable(entry.model),
             model_kwargs=dict(data),
