@@ -17,7 +17,7 @@ from torch.distributions import biject_to
 
 import zoo
 from tests.paths import DATA
-from zoo.models.posteriordb.base import NUTS_FAILURES, TOLERANCES
+from zoo.models.posteriordb.base import FROM_STAN, NUTS_FAILURES, TOLERANCES
 from zoo_datasets.posteriordb import posteriordb_reference, vendored_posteriors
 from zoo_inference.reference import default_dtype
 
@@ -36,11 +36,25 @@ def zoo_name(posterior: str) -> str:
 def log_joint(name: str, values: dict, data: dict | None = None, grad: bool = False):
     """The zoo model's log joint at Stan's parameter ``values`` (float64), and with ``grad`` the
     log joint plus the log-Jacobian of Stan's unconstraining transforms and its gradient with
-    respect to the unconstrained parameters, in Stan's order (the sites' declaration order)."""
+    respect to the unconstrained parameters, in Stan's order (the sites' declaration order).
+    Where the model draws a parameter in other coordinates (``FROM_STAN``), the log joint is
+    taken back to Stan's by that map's log-Jacobian (autograd's)."""
     entry = zoo.get_model(name)
     with default_dtype(torch.float64):
         data = entry.load_data() if data is None else data
         given = {k: torch.as_tensor(np.asarray(v, dtype=float)) for k, v in values.items()}
+        to_stan = torch.zeros((), dtype=torch.float64)  # log |d model's / d Stan's coordinates|
+        if name in FROM_STAN:
+            names = list(given)
+            flat = torch.cat([given[k].reshape(-1) for k in names])
+
+            def mapped(x: torch.Tensor) -> torch.Tensor:
+                parts = dict(zip(names, x.split([given[k].numel() for k in names]), strict=True))
+                out = FROM_STAN[name]({k: v.reshape(given[k].shape) for k, v in parts.items()})
+                return torch.cat([v.reshape(-1) for v in out.values()])
+
+            to_stan = torch.linalg.slogdet(torch.autograd.functional.jacobian(mapped, flat))[1]
+            given = FROM_STAN[name](given)
         with pyro.validation_enabled(False):
             at = poutine.trace(poutine.condition(entry.model, data=given)).get_trace(**data)
         sites = [(k, s["fn"]) for k, s in at.nodes.items() if s["type"] == "sample" and k in given]
@@ -56,9 +70,9 @@ def log_joint(name: str, values: dict, data: dict | None = None, grad: bool = Fa
             tr = poutine.trace(poutine.condition(entry.model, data=point)).get_trace(**data)
         lp = tr.log_prob_sum()
         if not grad:
-            return float(lp)
+            return (lp + to_stan).item()
         g = torch.autograd.grad(lp + logdet, us)
-        return float(lp), np.concatenate([gi.reshape(-1).numpy() for gi in g])
+        return (lp + to_stan).item(), np.concatenate([gi.reshape(-1).numpy() for gi in g])
 
 
 def test_every_posteriordb_model_has_stans_log_density_and_a_reference() -> None:

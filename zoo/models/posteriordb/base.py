@@ -42,6 +42,9 @@ NUTS_FAILURES: dict[str, str] = {}
 # by zoo name, the posteriors whose density cannot be traced, and why: it runs a chain at a time
 # (tests/inference/test_density.py expects that of them, and tracing of every other model)
 PER_CHAIN: dict[str, str] = {}
+# by zoo name, the posteriors whose model draws a parameter in other coordinates than Stan's
+# (a bound that depends on another parameter): the model's latent values at Stan's values
+FROM_STAN: dict[str, Callable[[dict[str, torch.Tensor]], dict[str, torch.Tensor]]] = {}
 
 
 def flat(support: constraints.Constraint, *shape: int) -> dist.ImproperUniform:
@@ -126,6 +129,7 @@ def posterior(
     hidden: Callable[[], dict[str, tuple[Any, Any, Any]]] | None = None,
     nuts_fails: str | None = None,
     per_chain: str | None = None,
+    from_stan: Callable[[dict[str, torch.Tensor]], dict[str, torch.Tensor]] | None = None,
 ) -> Any:
     """Register posteriordb's ``name`` (``"kidiq-kidscore_momiq"``) as ``pdb_kidiq_kidscore_momiq``:
     ``model`` on ``data()``, its reference as the truth on that data alone. ``tolerance``: how
@@ -133,7 +137,8 @@ def posterior(
     truth, ``{site: (mean, sd, mean's standard error)}``, for what the reference has no draws of
     (an HMM's summed-out states, exact given each reference draw). ``nuts_fails``: why the zoo's
     NUTS, at its defaults, fails the check against the reference (measured). ``per_chain``: why
-    its density cannot be traced into one graph for all chains."""
+    its density cannot be traced into one graph for all chains. ``from_stan``: the model's
+    latent values at Stan's parameter values, where it draws a parameter in other coordinates."""
     ref = posteriordb_reference(name)
     doc = (
         f"{story}\n\n    posteriordb: {name} (data {ref['data']}, Stan program {ref['model']});"
@@ -164,6 +169,8 @@ def posterior(
         NUTS_FAILURES[zoo_name] = nuts_fails
     if per_chain is not None:
         PER_CHAIN[zoo_name] = per_chain
+    if from_stan is not None:
+        FROM_STAN[zoo_name] = from_stan
     return zoo.register(
         zoo_name,
         model=model,

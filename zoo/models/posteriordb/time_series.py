@@ -1,5 +1,5 @@
-"""Time-series models in posteriordb (Stan's stat_comp_benchmarks): an AR(K) and an ARMA(1, 1)
-regression on simulated series."""
+"""Time-series models in posteriordb (Stan's stat_comp_benchmarks): an AR(K), an ARMA(1, 1) and
+a GARCH(1, 1) on simulated series."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ from typing import Any
 import pyro
 import pyro.distributions as dist
 import torch
+from pyro.distributions import constraints
 
-from zoo.models.posteriordb.base import posterior
+from zoo.models.posteriordb.base import flat, posterior
 from zoo_datasets.posteriordb import posteriordb_data
 
 
@@ -75,11 +76,47 @@ def arma11(y: torch.Tensor) -> None:
     pyro.sample("err", dist.Normal(0.0, sigma.unsqueeze(-1)).to_event(1), obs=err)
 
 
-def _series(source: str, *ints: str) -> Any:
+def garch11(y: torch.Tensor, sigma1: float) -> None:
+    """Stan's GARCH(1, 1) benchmark (garch11.stan), no prior statements (flat)::
+
+        mu,  alpha0 > 0,  0 < alpha1 < 1,  0 < beta1 < 1 - alpha1
+        sigma_1 = sigma1 (data)
+        sigma_t^2 = alpha0 + alpha1 (y_{t-1} - mu)^2 + beta1 sigma_{t-1}^2,  t = 2..T
+        y_t ~ Normal(mu, sigma_t),  t = 1..T
+
+            (mu, alpha0, alpha1, beta1) ----> [y_t] <---- y_{t-1}, sigma_{t-1}
+
+    beta1's bound depends on alpha1, and Pyro's potential fixes a site's bijection at its first
+    trace: the model draws beta1's share of its range, beta1 = (1 - alpha1) share, share flat
+    on (0, 1), and adds log(1 - alpha1), that map's Jacobian, so that (alpha1, beta1) stay flat
+    on their triangle. share's logit is Stan's unconstrained beta1 (Stan maps it by
+    (1 - alpha1) logistic), so the gradients are Stan's.
+    """
+    mu = pyro.sample("mu", flat(constraints.real))
+    alpha0 = pyro.sample("alpha0", flat(constraints.positive))
+    alpha1 = pyro.sample("alpha1", flat(constraints.unit_interval))
+    share = pyro.sample("beta1_share", flat(constraints.unit_interval))
+    beta1 = pyro.deterministic("beta1", (1 - alpha1) * share)
+    pyro.factor("beta1_jacobian", torch.log1p(-alpha1))
+    mu_, alpha0_, alpha1_, beta1_ = (v.unsqueeze(-1) for v in (mu, alpha0, alpha1, beta1))
+    # sigma_t^2 = c_t + beta1 sigma_{t-1}^2: c_1 = sigma1^2, c_t = alpha0 + alpha1 (y_{t-1} - mu)^2
+    shock = alpha0_ + alpha1_ * (y[:-1] - mu_) ** 2
+    c = torch.cat([torch.full_like(shock[..., :1], sigma1**2), shock], -1)
+    sigma = first_order_recursion(c, beta1_).sqrt()
+    pyro.sample("y", dist.Normal(mu_, sigma).to_event(1), obs=y)
+
+
+def garch_from_stan(values: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """garch11's latent sites at Stan's parameter values: beta1 as its share of (0, 1 - alpha1)."""
+    rest = {k: v for k, v in values.items() if k != "beta1"}
+    return rest | {"beta1_share": values["beta1"] / (1 - values["alpha1"])}
+
+
+def _series(source: str, *ints: str, floats: tuple[str, ...] = ()) -> Any:
     def data() -> dict[str, Any]:
         raw = posteriordb_data(source)
         y = torch.tensor(raw["y"], dtype=torch.float64).to(torch.get_default_dtype())
-        return {"y": y} | {k: int(raw[k]) for k in ints}
+        return {"y": y} | {k: int(raw[k]) for k in ints} | {k: float(raw[k]) for k in floats}
 
     return data
 
@@ -117,4 +154,22 @@ posterior(
         "An ARMA(1, 1) model fitted to 200 steps simulated from an ARMA(1, 1) process: Stan's "
         "stat_comp_benchmarks (arma)."
     ),
+)
+
+posterior(
+    "garch-garch11",
+    garch11,
+    _series("garch", floats=("sigma1",)),
+    params=("mu", "alpha0", "alpha1", "beta1"),
+    math=[
+        r"\mu,\ \alpha_0 > 0,\ 0 < \alpha_1 < 1,\ 0 < \beta_1 < 1 - \alpha_1"
+        r" \ \text{flat}, \quad \sigma_1 \text{ given}",
+        r"\sigma_t^2 = \alpha_0 + \alpha_1 (y_{t-1} - \mu)^2 + \beta_1 \sigma_{t-1}^2,"
+        r" \quad y_t \sim \mathcal{N}(\mu, \sigma_t^2), \quad t = 1, \ldots, T",
+    ],
+    story=(
+        "A GARCH(1, 1) volatility model fitted to 200 steps simulated from a GARCH(1, 1) "
+        "process: Stan's stat_comp_benchmarks (garch)."
+    ),
+    from_stan=garch_from_stan,
 )
