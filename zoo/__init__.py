@@ -57,6 +57,8 @@ _PUBLIC = {
     "unregister": "zoo.registry",
     "report": "zoo.sweep",
     "sbc": "zoo.calibrate",
+    "ModelTags": "zoo.tags",
+    "model_tags": "zoo.api",
 }
 
 __all__ = [
@@ -70,6 +72,7 @@ __all__ = [
     "GroundTruth",
     "Known",
     "ModelEntry",
+    "ModelTags",
     "Run",
     "Samples",
     "ZooError",
@@ -83,6 +86,7 @@ __all__ = [
     "isolated",
     "list_models",
     "load_models",
+    "model_tags",
     "network",
     "pointwise_log_weights",
     "register",
@@ -96,7 +100,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from zoo.api import compare, run
+    from zoo.api import compare, model_tags, run
     from zoo.calibrate import sbc
     from zoo.registry import (
         Known,
@@ -109,6 +113,7 @@ if TYPE_CHECKING:
         unregister,
     )
     from zoo.sweep import report
+    from zoo.tags import ModelTags
     from zoo_inference import (
         Comparison,
         Draws,

@@ -24,9 +24,11 @@ from zoo_inference.accuracy import comparison_table, long_table, reference_engin
 from zoo_inference.predictive import with_predictive
 from zoo_inference.results import one_line
 from zoo_inference.runtime import interactive, own_param_store, seeded, threads
+from zoo_inference.tags import measure as measure_tags
 from zoo_inference.verdict import judged
 
 from .registry import ModelEntry, get_model
+from .tags import ModelTags, remember, tags_of
 from .validation import check_data
 
 MAX_SEED = 2**32 - 1  # numpy's generator takes no larger seed
@@ -244,3 +246,17 @@ def compare(
     ]
     runs = {p.engine: execute(p) for p in prepared}
     return comparison(entry, runs, prepared[0].data, seed=seed)
+
+
+def model_tags(name_or_entry: str | ModelEntry, *, measure: bool = False) -> ModelTags | None:
+    """A model's measured tags (``zoo.model_tags("eight_schools").labels``) and the figures
+    they come from (:class:`zoo.tags.ModelTags`), as ``benchmarks/model_tags.py`` measured the
+    zoo's models; None for a model not measured (one of your own), unless ``measure``: then it
+    is measured now (a default nuts run at seed 0, then L-BFGS from dispersed starts) and kept
+    for the process."""
+    entry = get_model(name_or_entry)
+    found = tags_of(entry)
+    if found is not None or not measure:
+        return found
+    figures = measure_tags(entry, lambda: run(entry, "nuts", seed=0, progress=False))
+    return remember(entry, figures)

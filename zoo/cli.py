@@ -87,7 +87,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     import zoo
 
     try:
-        names = zoo.list_models(suite=args.suite)
+        names = zoo.list_models(suite=args.suite, tag=args.tag)
     except zoo.ZooError as e:
         raise UsageError(str(e)) from None
     for name in names:
@@ -153,6 +153,9 @@ def cmd_info(args: argparse.Namespace) -> int:
             print(textwrap.fill(line, 120, initial_indent="  ", subsequent_indent="    "))
     truth = entry.ground_truth(data)
     print(f"ground truth: {truth.source if truth else 'none (long NUTS is the reference)'}")
+    tags = zoo.model_tags(entry.name)
+    shown = str(tags) if tags else "not measured (zoo.model_tags(name, measure=True))"
+    print(textwrap.fill(f"measured tags: {shown}", 120, subsequent_indent="  "))
     return 0
 
 
@@ -395,6 +398,11 @@ def build_parser() -> argparse.ArgumentParser:
     lst = sub.add_parser("list", help="list registered models")
     lst.add_argument(
         "--suite", help="only one suite's: seeds, gym, posteriordb (its reference posteriors), user"
+    )
+    lst.add_argument(
+        "--tag",
+        help="only the models measured to carry a tag: discrete, ode, funnel, multimodal, "
+        "heavy tails, divergences, r-hat (`zoo info NAME` shows a model's)",
     )
     models_arg(lst)
     lst.set_defaults(fn=cmd_list)

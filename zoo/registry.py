@@ -47,6 +47,7 @@ from zoo_inference.results import one_line
 from zoo_inference.runtime import seeded
 
 from .companions import Companion
+from .tags import check_tag, tags_of
 
 ENTRY_POINT_GROUP = "pyro_zoo.models"
 ENGINE_ENTRY_POINT_GROUP = "pyro_zoo.engines"  # packages that ship engines register them here
@@ -801,16 +802,19 @@ def family_of(model: Callable[..., Any]) -> str:
     return module
 
 
-def list_models(suite: str | None = None) -> list[str]:
+def list_models(suite: str | None = None, *, tag: str | None = None) -> list[str]:
     """Sorted names of every registered model, or of one suite's (:data:`SUITES`:
-    ``zoo.list_models(suite="posteriordb")``)."""
+    ``zoo.list_models(suite="posteriordb")``), or of those measured to carry ``tag``
+    (:data:`zoo.tags.TAGS`: ``zoo.list_models(tag="funnel")``)."""
     _discover()
-    if suite is None:
-        return sorted(_REGISTRY)
-    if suite not in SUITES:
+    if suite is not None and suite not in SUITES:
         raise ZooError(f"unknown suite {suite!r}; the suites are {', '.join(SUITES)}")
     with _LOCK:
-        return sorted(n for n, e in _REGISTRY.items() if suite_of(e) == suite)
+        names = sorted(n for n, e in _REGISTRY.items() if suite in (None, suite_of(e)))
+    if tag is None:
+        return names
+    check_tag(tag)
+    return [n for n in names if tag in getattr(tags_of(_REGISTRY[n]), "labels", ())]
 
 
 def get_model(name: str | ModelEntry) -> ModelEntry:

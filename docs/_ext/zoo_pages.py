@@ -290,6 +290,9 @@ def model_page(name: str, out: Path, report: Report | None) -> str:
     facts = [f"**Family:** {md_escape(entry.info().family)}"]
     if entry.seed_ref:
         facts.append(f"**Source:** {md_escape(entry.seed_ref)}")
+    tags = zoo.model_tags(name)
+    if tags is not None:
+        facts.append(f"**Measured tags** ({{doc}}`tags`): {md_escape(str(tags))}")
     lines += [" · ".join(facts), ""]
 
     lines += ["## Generative story", ""]
@@ -395,9 +398,13 @@ def gallery_index(names: Iterable[str], report: Report | None) -> str:
         "report: `make docs` runs one, or shows the one `make docs REPORT=FOLDER` names "
         "({doc}`../guide/install`).",
         "",
+        "The models' measured tags (funnel, multimodal, heavy tails, divergences under "
+        "default nuts, ...) are on {doc}`tags`.",
+        "",
         "```{toctree}",
         ":hidden:",
         "",
+        "tags",
         *sorted(names),
         "```",
         "",
@@ -420,6 +427,63 @@ def gallery_index(names: Iterable[str], report: Report | None) -> str:
     return "\n".join(lines)
 
 
+def tags_page(names: Iterable[str]) -> str:
+    """The measured tags of every model (zoo/tags.json, by benchmarks/model_tags.py), a row
+    each: the figures, then the labels their thresholds give."""
+    import zoo
+    from zoo.tags import measured
+    from zoo_inference import tags as t
+
+    meta = measured()
+    lines = [
+        "# Measured tags",
+        "",
+        "What each model's posterior is like to sample, measured by `benchmarks/model_tags.py` "
+        f"(seed {meta.get('seed', 0)}, {meta.get('measured', '-')}, torch "
+        f"{meta.get('versions', {}).get('torch', '-')}), never typed in; "
+        "`zoo.model_tags(name)` and `zoo list --tag TAG` read the same file. The columns:",
+        "",
+        "- *dim*: unconstrained continuous coordinates; *discrete*: discrete latent sites;",
+        "- *ODE*: one evaluation of the log density calls an ODE solver (profiled);",
+        "- *scale ratio*: how far one coordinate sets another's spread over default nuts's "
+        "draws (the widest conditional sd across its range over the narrowest; 1 for a "
+        f"Gaussian): *funnel* from {t.FUNNEL} (Neal's funnel, a centred hierarchy, a strongly "
+        "curved banana);",
+        "- *optima*: distinct optima L-BFGS reaches from "
+        f"{t.STARTS} dispersed starts (none: it found none, as at a funnel's unbounded neck): "
+        "*multimodal* from 2;",
+        f"- *kurtosis*: the largest excess kurtosis of a coordinate: *heavy tails* from "
+        f"{t.HEAVY_TAILS};",
+        "- *nuts*: default nuts at seed 0: divergences and the largest R-hat (*r-hat* above "
+        "1.01), or why it did not run.",
+        "",
+        "| model | dim | discrete | ODE | scale ratio | optima | kurtosis | nuts | tags |",
+        "|---|---:|---:|---|---:|---:|---:|---|---|",
+    ]
+
+    def num(x: Any, fmt: str = "{:.2f}") -> str:
+        return "-" if x is None else fmt.format(x)
+
+    for name in names:
+        tags = zoo.model_tags(name)
+        if tags is None:
+            lines.append(f"| {{doc}}`{name}` | not measured |  |  |  |  |  |  |  |")
+            continue
+        f = tags.figures
+        nuts = f.get("nuts") or {}
+        if nuts.get("max_r_hat") is not None:
+            ran = f"{nuts.get('divergences', 0)} div., R-hat {nuts['max_r_hat']:.3f}"
+        else:
+            ran = md_escape(str(nuts.get("status") or f.get("error") or "-"))
+        ode = {True: "yes", False: "no"}.get(f.get("ode"), "-")
+        lines.append(
+            f"| {{doc}}`{name}` | {num(f.get('dimension'), '{}')} | {f.get('discrete', '-')} | "
+            f"{ode} | {num(f.get('scale_ratio'))} | {num(f.get('modes'), '{}')} | "
+            f"{num(f.get('excess_kurtosis'))} | {ran} | {', '.join(tags.labels)} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
 def write_gallery(out: Path, report: Report | None) -> None:
     import zoo
 
@@ -427,8 +491,9 @@ def write_gallery(out: Path, report: Report | None) -> None:
     for name in names:
         write_if_changed(out / f"{name}.md", model_page(name, out, report))
     write_if_changed(out / "index.md", gallery_index(names, report))
+    write_if_changed(out / "tags.md", tags_page(names))
     for stale in out.glob("*.md"):
-        if stale.stem != "index" and stale.stem not in names:
+        if stale.stem not in ("index", "tags") and stale.stem not in names:
             stale.unlink()
 
 
