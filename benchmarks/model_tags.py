@@ -1,8 +1,9 @@
 """Measure every model's tags (zoo_inference.tags) into zoo/tags.json, the file ``zoo`` reads.
 
 Each model is measured in a process of its own (default nuts at seed 0, then the figures from
-its draws), under a time limit: a model that does not finish is recorded as such, with the
-figures that need no nuts run. Resumable: models already in the file are kept unless named.
+its draws), under a time limit: a model that does not finish, or fails, is left out of the file
+(it shows as not measured) and named at the end. Resumable: models already in the file are
+kept unless named.
 
 Run: ``python benchmarks/model_tags.py [MODEL ...] [--workers 2] [--limit-s 600]``
 (default: every registered model not yet measured; ``--suite`` for one suite's).
@@ -34,39 +35,24 @@ tags = measure(zoo.get_model(name), lambda: zoo.run(name, "nuts", seed=0, progre
 tags["seconds"] = round(time.perf_counter() - t, 1)
 print("TAGS " + json.dumps(tags))
 """
-STATIC = """
-import json, sys, warnings
-warnings.simplefilter("ignore")
-import zoo
-s = zoo.get_model(sys.argv[1]).structure
-print("TAGS " + json.dumps({"discrete": len(s.discrete)}))
-"""
 
 
-def child(code: str, name: str, limit_s: float) -> dict | None:
+def measure_one(name: str, limit_s: float) -> dict | str:
+    """The model's figures, or why there are none (a timeout, the child's last line)."""
+    started = time.perf_counter()
     env = os.environ | {"OMP_NUM_THREADS": "1"}
     try:
         done = subprocess.run(
-            [sys.executable, "-c", code, name],
+            [sys.executable, "-c", CHILD, name],
             capture_output=True, text=True, timeout=limit_s, env=env,
         )  # fmt: skip
     except subprocess.TimeoutExpired:
-        return None
+        return f"not done in {limit_s:.0f} s"
+    print(f"{name}: {time.perf_counter() - started:.0f} s", flush=True)
     for line in done.stdout.splitlines():
         if line.startswith("TAGS "):
             return json.loads(line[5:])
-    tail = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
-    return {"error": tail[0][:300]}
-
-
-def measure_one(name: str, limit_s: float) -> dict:
-    started = time.perf_counter()
-    tags = child(CHILD, name, limit_s)
-    if tags is None:
-        tags = child(STATIC, name, 300) or {}
-        tags["nuts"] = {"status": "timed out", "reason": f"not done in {limit_s:.0f} s"}
-    print(f"{name}: {time.perf_counter() - started:.0f} s", flush=True)
-    return tags
+    return ((done.stderr or done.stdout).strip().splitlines() or ["no output"])[-1][:300]
 
 
 def main() -> None:
@@ -90,16 +76,23 @@ def main() -> None:
     )
 
     lock = threading.Lock()
+    missing: dict[str, str] = {}
 
     def one(name: str) -> None:
         tags = measure_one(name, args.limit_s)
         with lock:  # the file holds every model measured so far
-            saved["models"][name] = tags
+            if isinstance(tags, str):
+                missing[name] = tags
+                saved["models"].pop(name, None)
+            else:
+                saved["models"][name] = tags
             saved["models"] = dict(sorted(saved["models"].items()))
             OUT.write_text(json.dumps(saved, indent=1) + "\n")
 
     with ThreadPoolExecutor(args.workers) as pool:
         list(pool.map(one, names))
+    for name, why in sorted(missing.items()):
+        print(f"not measured: {name}: {why}")
 
 
 if __name__ == "__main__":

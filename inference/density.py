@@ -490,6 +490,16 @@ class BatchedDensity:
             out[b.name] = self.transforms[b.name].inv(u)  # transforms act on the right-most dims
         return out
 
+    def unconstrain(self, values: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """Constrained site values of a batch ``site -> (n, *shape)`` as flat unconstrained
+        vectors ``(n, dim)``: the inverse of :meth:`constrain`."""
+        n = len(next(iter(values.values())))
+        parts = []
+        for b in self.blocks:
+            u = self.transforms[b.name](torch.as_tensor(values[b.name]).to(self.dtype))
+            parts.append(u.reshape(n, -1))
+        return torch.cat(parts, 1)
+
     def initial_points(self, generator: torch.Generator, *, tries: int = 100) -> torch.Tensor:
         """A start for each chain where the density and its gradient are finite: Uniform(-2, 2)
         on the unconstrained space, redrawn where not; Pyro's initial point (a prior draw or a

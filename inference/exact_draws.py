@@ -105,12 +105,7 @@ class _Target:
         return self.density.constrain(u)
 
     def unconstrain(self, values: Mapping[str, torch.Tensor]) -> torch.Tensor:
-        n = len(next(iter(values.values())))
-        parts = []
-        for b in self.density.blocks:
-            t = self.density.transforms[b.name]
-            parts.append(t(values[b.name].to(torch.float64)).reshape(n, -1))
-        return torch.cat(parts, 1)
+        return self.density.unconstrain(values)
 
     def log_joint(
         self, values: Mapping[str, torch.Tensor], model: Callable[..., Any]

@@ -20,18 +20,20 @@ from zoo_inference import ZooError
 from zoo_inference.tags import TAGS, labels
 
 FILE = Path(__file__).with_name("tags.json")
-__all__ = ["TAGS", "ModelTags", "check_tag", "measured", "remember", "tags_of"]
 
 
 @dataclass(frozen=True)
 class ModelTags:
-    """A model's tags (``labels``, a subset of :data:`TAGS`) and the figures they come from:
-    ``dimension``, ``discrete``, ``ode``, ``scale_ratio``, ``modes``, ``excess_kurtosis`` and
-    ``nuts`` (default nuts at seed 0: status, divergences, max R-hat, min bulk ESS)."""
+    """A model's measured figures: ``dimension``, ``discrete``, ``ode``, ``scale_ratio``,
+    ``modes``, ``excess_kurtosis`` and ``nuts`` (default nuts at seed 0: status, divergences,
+    max R-hat, min bulk ESS); ``labels``, the tags they give (a subset of :data:`TAGS`)."""
 
     name: str
-    labels: tuple[str, ...]
     figures: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return labels(self.figures)
 
     def __str__(self) -> str:
         f = self.figures
@@ -42,14 +44,21 @@ class ModelTags:
                 shown.append(f"{what} {f[key]:.2f}")
         if f.get("modes") is not None:
             shown.append(f"{f['modes']} optima")
+        elif f.get("scale_ratio") is not None:  # measured, and no start converged
+            shown.append("no optimum found (the density may grow without bound)")
         if nuts.get("max_r_hat") is not None:
             shown.append(
                 f"default nuts: {nuts.get('divergences', 0)} divergences, "
-                f"R-hat {nuts['max_r_hat']:.3f}"
+                f"R-hat {r_hat(nuts['max_r_hat'])}"
             )
         elif nuts.get("status"):
             shown.append(f"default nuts: {nuts['status']}")
         return f"{', '.join(self.labels) or 'none'} ({'; '.join(shown)})"
+
+
+def r_hat(value: float) -> str:
+    """An R-hat as read: 3 decimals near 1, the exponent where chains never met (9.86e+15)."""
+    return f"{value:.3f}" if value < 10 else f"{value:.3g}"
 
 
 @cache
@@ -62,18 +71,21 @@ _MEASURED_HERE: dict[str, tuple[Any, ModelTags]] = {}  # name -> (its entry, its
 
 
 def tags_of(entry: Any) -> ModelTags | None:
-    """The registered ``entry``'s tags: the file's, else those measured in this process (for
-    this entry, not an earlier model of its name), else None."""
+    """The registered ``entry``'s tags: the file's for the zoo's own models (not one of yours
+    registered under a zoo name), else those measured in this process (for this entry, not an
+    earlier model of its name), else None."""
     figures = measured()["models"].get(entry.name)
-    if figures is not None:
-        return ModelTags(entry.name, tuple(labels(figures)), figures)
+    if figures is not None and str(getattr(entry.model, "__module__", "")).startswith(
+        "zoo.models."
+    ):
+        return ModelTags(entry.name, figures)
     kept = _MEASURED_HERE.get(entry.name)
     return kept[1] if kept is not None and kept[0] is entry else None
 
 
 def remember(entry: Any, figures: Mapping[str, Any]) -> ModelTags:
     """Keep the tags just measured of ``entry`` for the process."""
-    tags = ModelTags(entry.name, tuple(labels(figures)), figures)
+    tags = ModelTags(entry.name, figures)
     _MEASURED_HERE[entry.name] = (entry, tags)
     return tags
 

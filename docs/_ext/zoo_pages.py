@@ -431,7 +431,7 @@ def tags_page(names: Iterable[str]) -> str:
     """The measured tags of every model (zoo/tags.json, by benchmarks/model_tags.py), a row
     each: the figures, then the labels their thresholds give."""
     import zoo
-    from zoo.tags import measured
+    from zoo.tags import measured, r_hat
     from zoo_inference import tags as t
 
     meta = measured()
@@ -443,8 +443,8 @@ def tags_page(names: Iterable[str]) -> str:
         f"{meta.get('versions', {}).get('torch', '-')}), never typed in; "
         "`zoo.model_tags(name)` and `zoo list --tag TAG` read the same file. The columns:",
         "",
-        "- *dim*: unconstrained continuous coordinates; *discrete*: discrete latent sites;",
-        "- *ODE*: one evaluation of the log density calls an ODE solver (profiled);",
+        "- *dim*: unconstrained continuous coordinates; the tags *discrete* (discrete latent "
+        "sites) and *ode* (one evaluation of the log density calls an ODE solver, profiled);",
         "- *scale ratio*: how far one coordinate sets another's spread over default nuts's "
         "draws (the widest conditional sd across its range over the narrowest; 1 for a "
         f"Gaussian): *funnel* from {t.FUNNEL} (Neal's funnel, a centred hierarchy, a strongly "
@@ -454,11 +454,12 @@ def tags_page(names: Iterable[str]) -> str:
         "*multimodal* from 2;",
         f"- *kurtosis*: the largest excess kurtosis of a coordinate: *heavy tails* from "
         f"{t.HEAVY_TAILS};",
-        "- *nuts*: default nuts at seed 0: divergences and the largest R-hat (*r-hat* above "
-        "1.01), or why it did not run.",
+        "- *div. / R-hat*: default nuts at seed 0: its divergences and largest R-hat (*r-hat* "
+        "above 1.01), or why it did not run.",
         "",
-        "| model | dim | discrete | ODE | scale ratio | optima | kurtosis | nuts | tags |",
-        "|---|---:|---:|---|---:|---:|---:|---|---|",
+        ":::{container} tags-table",
+        "| model | dim | scale ratio | optima | kurtosis | div. / R-hat | tags |",
+        "|---|---:|---:|---:|---:|---|---|",
     ]
 
     def num(x: Any, fmt: str = "{:.2f}") -> str:
@@ -467,21 +468,22 @@ def tags_page(names: Iterable[str]) -> str:
     for name in names:
         tags = zoo.model_tags(name)
         if tags is None:
-            lines.append(f"| {{doc}}`{name}` | not measured |  |  |  |  |  |  |  |")
+            lines.append(f"| {{doc}}`{name}` | not measured |  |  |  |  |  |")
             continue
         f = tags.figures
         nuts = f.get("nuts") or {}
         if nuts.get("max_r_hat") is not None:
-            ran = f"{nuts.get('divergences', 0)} div., R-hat {nuts['max_r_hat']:.3f}"
+            ran = f"{nuts.get('divergences', 0)} / {r_hat(nuts['max_r_hat'])}"
         else:
             ran = md_escape(str(nuts.get("status") or f.get("error") or "-"))
-        ode = {True: "yes", False: "no"}.get(f.get("ode"), "-")
+        measured_draws = f.get("scale_ratio") is not None  # the optima were looked for
+        optima = num(f.get("modes"), "{}") if f.get("modes") or not measured_draws else "none"
         lines.append(
-            f"| {{doc}}`{name}` | {num(f.get('dimension'), '{}')} | {f.get('discrete', '-')} | "
-            f"{ode} | {num(f.get('scale_ratio'))} | {num(f.get('modes'), '{}')} | "
+            f"| {{doc}}`{name}` | {num(f.get('dimension'), '{}')} | "
+            f"{num(f.get('scale_ratio'))} | {optima} | "
             f"{num(f.get('excess_kurtosis'))} | {ran} | {', '.join(tags.labels)} |"
         )
-    return "\n".join(lines) + "\n"
+    return "\n".join([*lines, ":::"]) + "\n"
 
 
 def write_gallery(out: Path, report: Report | None) -> None:

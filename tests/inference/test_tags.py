@@ -3,12 +3,16 @@ Neal's funnel, a Laplace, two separated modes, an ODE solve), then once end to e
 
 from __future__ import annotations
 
+import json
 import math
+import subprocess
+import sys
 
 import pytest
 import torch
 
 import zoo
+from tests.paths import ROOT
 from zoo_inference import tags
 
 
@@ -26,7 +30,7 @@ def test_a_gaussian_has_no_funnel_and_no_heavy_tails(seed: int) -> None:
     u = draws(seed) @ mix.T
     assert tags.scale_ratio(u) < 1.6 < tags.FUNNEL
     assert tags.excess_kurtosis(u) < 0.5 < tags.HEAVY_TAILS
-    assert tags.labels({"scale_ratio": tags.scale_ratio(u), "discrete": 0}) == []
+    assert tags.labels({"scale_ratio": tags.scale_ratio(u), "discrete": 0}) == ()
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -63,7 +67,7 @@ def test_optima_are_counted() -> None:
     assert tags.distinct_optima(lambda x: gaussian.log_prob(x).sum(), starts, one) == 1
     # a density that grows without bound has no optimum to find
     assert tags.distinct_optima(lambda x: x.sum(), starts, one, max_iter=20) is None
-    assert tags.labels({"modes": 2}) == ["multimodal"]
+    assert tags.labels({"modes": 2}) == ("multimodal",)
 
 
 def test_an_ode_solver_is_seen_in_the_call() -> None:
@@ -94,3 +98,34 @@ def test_a_model_without_nuts_says_why() -> None:
     got = tags.measure(zoo.get_model("cvae"), lambda: pytest.fail("nuts does not apply"))
     assert got["nuts"]["status"] == "does not apply" and got["nuts"]["reason"]
     assert got["dimension"] is None
+
+
+MEASURE = """
+import json, sys, zoo
+from zoo_inference import tags
+run = lambda: zoo.run("eight_schools_noncentered", "nuts", seed=0, num_samples=200, warmup=200,
+                      progress=False)
+print("FIGURES", json.dumps(tags.measure(zoo.get_model("eight_schools_noncentered"), run)))
+"""
+
+
+def test_the_figures_repeat_by_seed() -> None:
+    """Fresh nuts runs, twice in this process and once in another: the same figures, to the
+    last digit (nuts and the L-BFGS starts are seeded)."""
+
+    def here() -> dict:
+        entry = zoo.get_model("eight_schools_noncentered")
+        return tags.measure(
+            entry,
+            lambda: zoo.run(
+                entry.name, "nuts", seed=0, num_samples=200, warmup=200, progress=False
+            ),
+        )
+
+    first, second = here(), here()
+    assert first == second
+    out = subprocess.run(
+        [sys.executable, "-c", MEASURE], capture_output=True, text=True, check=True, cwd=ROOT
+    ).stdout
+    line = next(x for x in out.splitlines() if x.startswith("FIGURES "))
+    assert json.loads(line.removeprefix("FIGURES ")) == json.loads(json.dumps(first))
