@@ -24,7 +24,7 @@ from .nuts_tree import (
     new_trees,
     tree_step,
 )
-from .windows import PerChainAdaptation
+from .windows import PerChainAdaptation, first_window_start
 
 # NUTS's calls whose random numbers (three uniforms and D normals a chain) are drawn at once:
 # a call's share is two views, not two draws, an unbind and the momenta's product in Python
@@ -89,6 +89,9 @@ def nuts_sample(
     eager = functools.partial(tree_step, eager=True)
     # a call's outputs are the state the next call takes, and read before the call after it
     step_fn = loop.step(tree_step, eager, reuse_outputs=True, nodes=NUTS_STEP_NODES)
+    # the compile is weighed from the first metric window on: in the fast initial buffer (a unit
+    # metric, the step size settling) trees can run ten times deeper than the run's later ones
+    loop.pace_from(first_window_start(warmup))
     total = warmup + num_samples
     draws = torch.empty(B, num_samples, D, dtype=dtype)
     stats = {k: torch.zeros(B, num_samples, dtype=dtype) for k in TreeInfo._fields}

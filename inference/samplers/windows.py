@@ -81,6 +81,7 @@ def adapted_chains(
     da = DualAveraging(step, target_accept)
     ends = stan_windows(warmup)
     window_start = first_window_start(warmup)
+    loop.pace_from(window_start)  # the fast initial buffer's steps say little about the rest
     window: list[torch.Tensor] = []
     draws = torch.empty(B, num_samples, D, dtype=q.dtype)
     stats: dict[str, list[torch.Tensor]] = {}

@@ -17,6 +17,7 @@ from zoo_inference import samplers
 from zoo_inference.samplers.base import PackedState
 from zoo_inference.samplers.nuts import nuts_sample
 from zoo_inference.samplers.nuts_tree import TreeState, checkpoints
+from zoo_inference.samplers.windows import first_window_start
 
 
 def test_checkpoint_indices_follow_their_definition():
@@ -158,3 +159,30 @@ def test_nuts_runs_with_a_warmup_too_short_for_windows():
     truth = zoo.get_model("beta_bernoulli").ground_truth()
     row = run.summary.loc["p"]
     assert abs(row["mean"] - truth.mean["p"]) < 5 * truth.sd["p"] / np.sqrt(row["ess_bulk"])
+
+
+def test_nuts_weighs_its_compile_from_the_first_metric_window():
+    """NUTS asks the density whether to compile only from the end of warmup's fast initial
+    buffer (75 iterations of a 200-iteration warmup) on, the pace counted from there: in that
+    buffer the trees run deep while the step size settles under a unit metric, and would
+    overstate the run (gaussian_mixture's ran ten times deeper than its later ones)."""
+    events: list[object] = []
+
+    class Recording:
+        def __call__(self, q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            return -0.5 * (q * q).sum(-1), -q
+
+        def restart_pace(self) -> None:
+            events.append("restart")
+
+        def tick(self, iteration: int, total: int) -> None:
+            events.append((iteration, total))
+
+    gen = torch.Generator().manual_seed(shifted(0))
+    q = torch.randn(4, 2, generator=gen, dtype=torch.float64)
+    samplers.nuts(Recording(), q, num_samples=20, warmup=200, gen=gen)
+    start = first_window_start(200)
+    assert start == 75 and events[0] == "restart"
+    ticks = events[1:]
+    assert ticks and all(t[1] == 200 + 20 - start and t[0] >= 0 for t in ticks), ticks
+    assert ticks[-1] == (200 + 20 - start - 1, 200 + 20 - start)
