@@ -34,7 +34,6 @@ import json
 import math
 import platform
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,11 +41,17 @@ import numpy as np
 from engine_specs import parse_engine, split_engines  # noqa: E402  (a file beside this one)
 
 import zoo
+from zoo.published import PUBLISHED
+from zoo_inference.bias import (
+    Measured,
+    draw_gradients,
+    flat_draws,
+    measure,
+)
 
 RESULTS = Path(__file__).parent / "results"
 OUT = RESULTS / "gradients_to_bias.md"
 REFERENCE = RESULTS / "gradients_to_bias_reference.json"
-THRESHOLD = 0.01
 TARGETS = (
     "gym_banana",
     "gym_neals_funnel",
@@ -62,170 +67,8 @@ TARGETS = (
 SIZES = {"chains": 16, "draws": 2000}
 QUICK = {"chains": 4, "draws": 200, "warmup": 200}
 
-# ---------------------------------------------------------------- the published figures
-# The paper's Table 1 could not be read offline. These are the authors' own results files in
-# github.com/reubenharry/sampler-benchmarks (snapshot 7ad0700d, 2026-03-11), whose
-# papers/MAMS/results.md says sampler-comparison/results/<model>/main.py writes the Table 1
-# results: rows `statistic` = square (x², "x2" in older files), max = True / False.
-REPO = "reubenharry/sampler-benchmarks@7ad0700d: sampler-comparison/results/"
-
-
-@dataclass(frozen=True)
-class Published:
-    nuts: tuple[float, float] | None  # (b²_max, b²_avg) gradients; inf: not reached
-    mams: tuple[float, float] | None
-    tuning: tuple[float | None, float | None]  # NUTS's and MAMS's tuning gradients per chain
-    source: str
-    note: str
-
-
-PUBLISHED: dict[str, Published] = {
-    "gym_banana": Published(
-        (95_520, 58_750),
-        (41_053, 39_606),
-        (39_504, 152_081),
-        REPO + "other/Banana_MAMS_Paper/{nuts,adjusted_microcanonical}_Banana_MAMS_Paper.csv "
-        "(commit 6443564)",
-        "same target (results.md: their banana aligns with the Gym's); an older NUTS file, "
-        "results/banana/nuts_banana.csv (75c09b7), gives 111,691 / 83,598",
-    ),
-    "gym_neals_funnel": Published(
-        (math.inf, 26_392),
-        (1_432_043, 96_921),
-        (147_482, 2_755_424),
-        REPO + "Neals_Funnel_MAMS_Paper/{nuts,adjusted_microcanonical}_Neals_Funnel_MAMS_Paper"
-        ".csv (commit 93cfe2b)",
-        "their own funnel (results.md: 'should be similar or the same' as the Gym's)",
-    ),
-    "gym_ill_conditioned_gaussian": Published(
-        (21_674, 2_757),
-        None,
-        (5_986, None),
-        REPO + "ICG/nuts_ICG.csv (commit 93cfe2b); no MAMS file under main.py's name",
-        "NOT the same target: their Gaussian is unrotated (results.md), the Gym's is rotated",
-    ),
-    "gym_brownian_motion": Published(
-        (33_462, 6_270),
-        None,
-        (13_157, None),
-        REPO + "vector_brownian_motion_unknown_scales_missing_middle_observations/"
-        "nuts_vector_brownian_motion_unknown_scales_missing_middle_observations.csv "
-        "(commit e8d652f); no MAMS file under main.py's name",
-        "same target; a later ALBA-tuned MAMS variant file (5d05331) gives 14,366 / 3,113",
-    ),
-    "gym_item_response_theory": Published(
-        (71_758, 5_848),
-        (47_414, 3_806),
-        (22_453, 289_702),
-        REPO + "vector_synthetic_item_response_theory/{nuts,adjusted_microcanonical}_"
-        "vector_synthetic_item_response_theory.csv (commit 93cfe2b)",
-        "same target",
-    ),
-    "gym_stochastic_volatility": Published(
-        (1_628_519, 29_872),
-        (482_668, 35_783),
-        (130_240, 1_669_241),
-        REPO + "Stochastic_Volatility_MAMS_Paper/{nuts,adjusted_microcanonical}_"
-        "Stochastic_Volatility_MAMS_Paper.csv (commit 93cfe2b)",
-        "NOT the same target: NumPyro's stochastic volatility (results.md: other dimensions, "
-        "about 10x harder than the Gym's)",
-    ),
-    "gym_german_credit_sparse": Published(
-        (93_361, 11_465),
-        (54_688, 6_743),
-        (55_507, 708_265),
-        REPO + "vector_german_credit_numeric_sparse_logistic_regression/{nuts,"
-        "adjusted_microcanonical}_vector_german_credit_numeric_sparse_logistic_regression.csv "
-        "(commit 93cfe2b)",
-        "same target: the Gym's GermanCreditNumericSparseLogisticRegression (51 parameters; "
-        "sampler_evaluation/models/german_credit.py wraps it in a VectorModel, global scale, "
-        "local scales, unscaled weights in that order, and its 2-million-draw expectations "
-        "agree with the Gym's truth: b² of E[x²] 6e-5 at most); an older run "
-        "(MAMS_PAPER_2025/table1/german_credit, commit 9f0acd0) gives NUTS 88,976 / 10,326 "
-        "and MAMS 55,749 / 6,783",
-    ),
-}
-
-# ------------------------------------------------------------------------- the measure
-
-
-def running_bias(x: np.ndarray, ex2: np.ndarray, var_x2: np.ndarray) -> np.ndarray:
-    """b²(n) per chain, draw and parameter: ``x`` (chains, draws, P) -> (chains, draws, P)."""
-    n = np.arange(1, x.shape[1] + 1)[None, :, None]
-    return (np.cumsum(x**2, axis=1) / n - ex2) ** 2 / var_x2
-
-
-def draws_to_threshold(curve: np.ndarray, threshold: float = THRESHOLD) -> float:
-    """The draws after which ``curve`` (b² after 1, 2, ... draws) stays below ``threshold``
-    (the papers' ``find_crossing``); inf where its last value is not below."""
-    above = np.flatnonzero(~(curve < threshold))
-    if len(above) == 0:
-        return 1.0
-    if above[-1] == len(curve) - 1:
-        return math.inf
-    return float(above[-1] + 2)
-
-
-def gradients_at(cumulative: np.ndarray, draws: float) -> float:
-    """Gradients spent by ``draws`` draws: ``cumulative`` (draws,) the running total."""
-    return math.inf if math.isinf(draws) else float(cumulative[int(draws) - 1])
-
-
-@dataclass
-class Measured:
-    median_curve: tuple[float, float]  # gradients to b²_max, b²_avg < threshold: the papers'
-    per_chain: tuple[float, float]  # median over chains of each chain's gradients
-    final: tuple[float, float]  # the median curve's last b²_max, b²_avg
-    sampling_gradients: float  # per chain, all draws
-
-
-def measure(x: np.ndarray, grads: np.ndarray, ex2: np.ndarray, var_x2: np.ndarray) -> Measured:
-    """``x`` (chains, draws, P) draws, ``grads`` (chains, draws) each draw's gradients."""
-    b2 = running_bias(x, ex2, var_x2)
-    curves = (b2.max(-1), b2.mean(-1))  # (chains, draws) each
-    cum = np.cumsum(grads, axis=1)
-    mean_cum = cum.mean(0)
-    median = tuple(gradients_at(mean_cum, draws_to_threshold(np.median(c, 0))) for c in curves)
-    per_chain = tuple(
-        float(np.median([gradients_at(cum[k], draws_to_threshold(c[k])) for k in range(len(c))]))
-        for c in curves
-    )
-    final = tuple(float(np.median(c, 0)[-1]) for c in curves)
-    return Measured(median, per_chain, final, float(mean_cum[-1]))  # type: ignore[arg-type]
-
 
 # ----------------------------------------------------------------- the truth of x and x²
-
-
-def flat_draws(run: zoo.Run, sites: list[str]) -> np.ndarray:
-    """The draws of ``sites`` as (chains, draws, P), each site's elements in C order."""
-    parts = []
-    for s in sites:
-        v = np.asarray(run.idata.posterior[s].values, dtype=float)
-        parts.append(v.reshape(v.shape[0], v.shape[1], -1))
-    return np.concatenate(parts, axis=-1)
-
-
-def exact_var_x2(target: str) -> dict[str, np.ndarray] | None:
-    """Var[x²] per site where the target is analytic."""
-    from zoo.models import gym
-
-    if target == "gym_banana":
-        # x0 = 10 u, x1 = a (u² - 1) + e with a = 100 c, u and e standard normal
-        a = 100.0 * gym.BANANA_CURVATURE
-        return {"x0": np.array(2e4), "x1": np.array(56 * a**4 + 8 * a**2 + 2)}
-    if target == "gym_neals_funnel":  # z ~ N(0, 9); x | z ~ N(0, e^z): E x⁴ = 3 E e^{2z}
-        var_x = 3 * math.exp(18.0) - math.exp(9.0)
-        return {"z": np.array(2 * 81.0), "x": np.full(gym.FUNNEL_DIMS - 1, var_x)}
-    if target == "gym_ill_conditioned_gaussian":  # a zero-mean Gaussian: 2 sd⁴
-        return {"x": 2 * np.diag(gym.icg_covariance()) ** 2}
-    if target == "gym_brownian_motion":  # E[x⁴] by quadrature, as the zoo's truth
-        y = zoo.get_model(target).load_data()["observed_locs"].numpy()
-        return {s: m[2] - m[1] ** 2 for s, m in gym.brownian_motion_moments(y).items()}
-    return None
-
-
-EXACT_HOW = {"gym_brownian_motion": "exact (quadrature over the log-scales, locs Kalman-smoothed)"}
 
 
 def second_moments(
@@ -239,10 +82,9 @@ def second_moments(
     mean = {s: np.asarray(truth.mean[s], dtype=float) for s in sites}
     sd = {s: np.asarray(truth.sd[s], dtype=float) for s in sites}
     ex2 = np.concatenate([(sd[s] ** 2 + mean[s] ** 2).ravel() for s in sites])
-    exact = exact_var_x2(target)
-    if exact is not None:
-        var = np.concatenate([np.broadcast_to(exact[s], mean[s].shape).ravel() for s in sites])
-        return sites, ex2, var, EXACT_HOW.get(target, "exact (analytic)")
+    if all(s in truth.var_sq for s in sites):  # the truth's own: exact on these targets
+        var = np.concatenate([truth.var_sq[s].ravel() for s in sites])
+        return sites, ex2, var, f"the truth's: {truth.source}"
     if target in reference:
         ref, var = reference[target], np.asarray(reference[target]["var_x2"], dtype=float)
         if var.shape != ex2.shape:
@@ -270,7 +112,7 @@ def make_reference(target: str, draws: int, chains: int, seed: int) -> dict[str,
     run = zoo.run(target, "nuts", num_samples=draws, warmup=warmup, num_chains=chains, seed=seed)
     if not run.ok:
         raise RuntimeError(f"reference run on {target} failed: {run.error}")
-    x = flat_draws(run, sites)
+    x = flat_draws(run.idata.posterior, sites)
     x2 = x.reshape(-1, x.shape[-1]) ** 2
     d = run.diagnostics
     how = (
@@ -282,19 +124,6 @@ def make_reference(target: str, draws: int, chains: int, seed: int) -> dict[str,
 
 
 # ------------------------------------------------------------------------- the engines
-
-
-def draw_gradients(run: zoo.Run) -> np.ndarray:
-    """Each draw's gradient evaluations (chains, draws): its ``gradient_evals`` statistic, or
-    its ``n_steps`` (one gradient a leapfrog step)."""
-    stats = run.idata.sample_stats
-    for name in ("gradient_evals", "n_steps"):
-        if name in stats:
-            return np.asarray(stats[name].values, dtype=float)
-    raise ValueError(
-        f"{run.engine} records no per-draw gradient_evals or n_steps statistic "
-        f"(it has {sorted(stats.data_vars)})"
-    )
 
 
 def cell(
@@ -317,10 +146,10 @@ def cell(
     wall = time.perf_counter() - start
     if not run.ok:
         return {"target": target, "engine": spec, "skipped": f"failed: {run.error}"}
-    x = flat_draws(run, sites)
+    x = flat_draws(run.idata.posterior, sites)
     if x.shape[-1] != ex2.shape[0]:
         raise ValueError(f"{target}: {x.shape[-1]} parameters drawn, {ex2.shape[0]} in truth")
-    grads = draw_gradients(run)
+    grads = draw_gradients(run.idata.sample_stats, run.engine)
     m = measure(x, grads, ex2, var_x2)
     chains = x.shape[0]
     warm = run.diagnostics["gradient_evals"] / chains - m.sampling_gradients
@@ -470,7 +299,7 @@ def main(argv: list[str] | None = None) -> None:
     reference = json.loads(ref_file.read_text()) if ref_file.exists() else {}
     if args.reference_draws:
         for t in args.targets:
-            if exact_var_x2(t) is None and t not in reference:
+            if not zoo.get_model(t).ground_truth().var_sq and t not in reference:
                 print(f"reference run on {t} ...", flush=True)
                 reference[t] = make_reference(t, args.reference_draws, 8, args.seed + 1000)
                 ref_file.parent.mkdir(parents=True, exist_ok=True)

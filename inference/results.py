@@ -209,6 +209,9 @@ class GroundTruth:
     densities (:data:`Density`); ``log_evidence`` is log p(data) when known; ``source`` says where
     the numbers come from. ``mean_se`` maps a site to the standard errors of its ``mean`` where the
     truth is itself a Monte-Carlo estimate (a published reference run); absent: exact.
+    ``var_sq`` maps a site to Var[x²] of each element, where known (exact, or a reference run's):
+    the scale of the squared bias of second moments that the leaderboard measures (``zoo.
+    benchmark``); absent, it takes a Gaussian's 2 sd⁴ + 4 mean² sd² and says so.
     """
 
     mean: Mapping[str, Any]
@@ -217,14 +220,20 @@ class GroundTruth:
     density: Mapping[str, Density] = field(default_factory=dict)
     source: str = "closed form"
     mean_se: Mapping[str, Any] = field(default_factory=dict)
+    var_sq: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.mean = {k: np.asarray(v, dtype=float) for k, v in self.mean.items()}
         self.sd = {k: np.asarray(v, dtype=float) for k, v in self.sd.items()}
         self.mean_se = {k: np.asarray(v, dtype=float) for k, v in self.mean_se.items()}
-        stray = sorted(set(self.mean_se) - set(self.mean))
-        if stray:
-            raise ValueError(f"ground truth has standard errors but no mean for {stray}")
+        for name, extra in (("standard errors", self.mean_se), ("Var[x²]", self.var_sq)):
+            stray = sorted(set(extra) - set(self.mean))
+            if stray:
+                raise ValueError(f"ground truth has {name} but no mean for {stray}")
+        self.var_sq = {  # a scalar stands for every element of its site
+            k: np.broadcast_to(np.asarray(v, dtype=float), self.mean[k].shape).copy()
+            for k, v in self.var_sq.items()
+        }
         missing = sorted(set(self.mean) ^ set(self.sd))
         if missing:
             raise ValueError(f"ground truth needs both a mean and an sd for {missing}")

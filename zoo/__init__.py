@@ -57,6 +57,8 @@ _PUBLIC = {
     "unregister": "zoo.registry",
     "report": "zoo.sweep",
     "sbc": "zoo.calibrate",
+    "Leaderboard": "zoo.leaderboard",
+    "benchmark": "zoo.leaderboard",
     "ModelTags": "zoo.tags",
     "model_tags": "zoo.api",
 }
@@ -71,11 +73,13 @@ __all__ = [
     "Factors",
     "GroundTruth",
     "Known",
+    "Leaderboard",
     "ModelEntry",
     "ModelTags",
     "Run",
     "Samples",
     "ZooError",
+    "benchmark",
     "compare",
     "config",
     "configure",
@@ -102,6 +106,7 @@ __all__ = [
 if TYPE_CHECKING:
     from zoo.api import compare, model_tags, run
     from zoo.calibrate import sbc
+    from zoo.leaderboard import Leaderboard, benchmark
     from zoo.registry import (
         Known,
         ModelEntry,

@@ -311,6 +311,28 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    import zoo
+
+    suite: str | list[str] = list(args.names) if args.names else args.suite
+    seeds = [int(s) for s in args.seeds.split(",") if s.strip()] if args.seeds else [args.seed]
+    board = zoo.benchmark(
+        _engines(args.engines) or ["nuts", "chees", "mams"],
+        suite,
+        seeds=seeds,
+        size=args.size,
+        out=args.out,
+        workers=args.workers,
+        scheduler=args.scheduler,
+        fresh=args.fresh,
+        progress=_progress(args) or (False if args.quiet else "lines"),
+    )
+    if not args.quiet:
+        print(board.ranking.to_string(index=False))
+    print(f"leaderboard written to {board.out}/index.html")
+    return 0
+
+
 def cmd_sbc(args: argparse.Namespace) -> int:
     from zoo.calibrate import sbc, sbc_models
     from zoo.files import check_writable
@@ -472,6 +494,35 @@ def build_parser() -> argparse.ArgumentParser:
     )
     common(rep)
     rep.set_defaults(fn=cmd_report)
+
+    bench = sub.add_parser(
+        "bench",
+        help="the leaderboard: engines on every target with a known answer",
+        description="Measure engines on every target of a suite the same way: gradients to "
+        "b^2 < 0.01 of every second moment (the MAMS paper's measure), effective draws per "
+        "1,000 gradients, the cold wall time to an ESS target, divergences; medians over seeds. "
+        "Writes OUT/index.html (ranking and tables), a page a target, leaderboard.csv and "
+        ".json; the cells are stored in OUT/cells and a run again resumes.",
+    )
+    bench.add_argument("names", nargs="*", help="targets (default: the suite's)")
+    bench.add_argument(
+        "--suite", default="gym", help="gym (default), posteriordb, seeds or user: its targets"
+    )
+    bench.add_argument(
+        "--engines", "-e", help="comma-separated engines, a user's too (default nuts,chees,mams)"
+    )
+    bench.add_argument("--seeds", help="comma-separated seeds (default: --seed alone)")
+    bench.add_argument(
+        "--size", default="quick", help="smoke, quick (default) or full: the budgets of a cell"
+    )
+    bench.add_argument("--out", default="leaderboard", help="the leaderboard's folder")
+    bench.add_argument(
+        "--workers", type=int, default=1, help="cells side by side (default 1: honest timings)"
+    )
+    bench.add_argument("--scheduler", metavar="ADDRESS", help="a Dask scheduler to run cells on")
+    bench.add_argument("--fresh", action="store_true", help="run every cell again")
+    common(bench)
+    bench.set_defaults(fn=cmd_bench)
 
     cal = sub.add_parser(
         "sbc",

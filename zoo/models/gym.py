@@ -88,8 +88,12 @@ def gym_banana() -> None:
 def _() -> zoo.GroundTruth:
     """The Gym's analytic sds; exact."""
     sd1 = math.sqrt(1.0 + 2.0 * BANANA_CURVATURE**2 * 1e4)
+    a = 100.0 * BANANA_CURVATURE  # x0 = 10 u, x1 = a (u² - 1) + e, u and e standard normal
     return zoo.GroundTruth(
-        mean={"x0": 0.0, "x1": 0.0}, sd={"x0": 10.0, "x1": sd1}, source=f"{SOURCE}: analytic"
+        mean={"x0": 0.0, "x1": 0.0},
+        sd={"x0": 10.0, "x1": sd1},
+        var_sq={"x0": 2e4, "x1": 56 * a**4 + 8 * a**2 + 2},
+        source=f"{SOURCE}: analytic",
     )
 
 
@@ -127,6 +131,8 @@ def _() -> zoo.GroundTruth:
     return zoo.GroundTruth(
         mean={"z": 0.0, "x": np.zeros(FUNNEL_DIMS - 1)},
         sd={"z": 3.0, "x": np.full(FUNNEL_DIMS - 1, math.exp(1.5**2))},
+        # x | z ~ N(0, e^z): E x⁴ = 3 E e^{2z} = 3 e^18, E x² = e^{9/2}
+        var_sq={"z": 2 * 81.0, "x": 3 * math.exp(18.0) - math.exp(9.0)},
         source=f"{SOURCE}: analytic",
     )
 
@@ -184,6 +190,7 @@ def _(scale_tril: torch.Tensor) -> zoo.GroundTruth | None:
     return zoo.GroundTruth(
         mean={"x": np.zeros(ICG_DIMS)},
         sd={"x": np.sqrt(np.diag(cov))},
+        var_sq={"x": 2 * np.diag(cov) ** 2},  # a zero-mean Gaussian's 2 sd⁴
         source=f"{SOURCE}: analytic",
     )
 
@@ -430,6 +437,7 @@ def _(observed_locs: torch.Tensor) -> zoo.GroundTruth:
     return zoo.GroundTruth(
         mean={k: v[0] for k, v in moments.items()},
         sd={k: np.sqrt(v[1] - v[0] ** 2) for k, v in moments.items()},
+        var_sq={k: v[2] - v[1] ** 2 for k, v in moments.items()},
         density={s: brownian_motion_scale_density(y, s) for s in BM_SCALES},
         source="exact: quadrature over the two log-scales, locs integrated out by a Kalman "
         "smoother (the Gym's published truth, a Stan run, is 7 and 18 standard errors off "

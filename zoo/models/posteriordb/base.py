@@ -89,8 +89,9 @@ transform_to.register(_StanPositiveOrdered)(lambda _: StanPositiveOrderedTransfo
 
 
 def reference_truth(posterior: str, params: tuple[str, ...]) -> zoo.GroundTruth:
-    """The reference posterior's mean, sd and the mean's standard error per site, from Stan's
-    elements (``beta[1]`` .. ``beta[K]``, 1-based) gathered into arrays of the sites' shapes."""
+    """The reference posterior's mean, sd, the mean's standard error and Var[x²] per site, from
+    Stan's elements (``beta[1]`` .. ``beta[K]``, 1-based) gathered into arrays of the sites'
+    shapes."""
     ref = posteriordb_reference(posterior)
     found: dict[str, dict[tuple[int, ...], dict[str, float]]] = {}
     for element, values in ref["parameters"].items():
@@ -101,7 +102,7 @@ def reference_truth(posterior: str, params: tuple[str, ...]) -> zoo.GroundTruth:
         found.setdefault(m.group(1), {})[index] = values
     if sorted(found) != sorted(params):
         raise ValueError(f"{posterior}: reference parameters {sorted(found)} != {sorted(params)}")
-    out: dict[str, dict[str, np.ndarray]] = {"mean": {}, "sd": {}, "mean_mcse": {}}
+    out: dict[str, dict[str, np.ndarray]] = {"mean": {}, "sd": {}, "mean_mcse": {}, "var_sq": {}}
     for site, elements in found.items():
         shape = tuple(max(i[d] for i in elements) + 1 for d in range(len(next(iter(elements)))))
         for key in out:
@@ -113,6 +114,7 @@ def reference_truth(posterior: str, params: tuple[str, ...]) -> zoo.GroundTruth:
         mean=out["mean"],
         sd=out["sd"],
         mean_se=out["mean_mcse"],
+        var_sq=out["var_sq"],
         source=f"{SOURCE} {posterior} ({ref['snapshot']}; 10 chains x 1,000 draws)",
     )
 
@@ -159,6 +161,7 @@ def posterior(
             mean={**truth.mean, **{k: v[0] for k, v in more.items()}},
             sd={**truth.sd, **{k: v[1] for k, v in more.items()}},
             mean_se={**truth.mean_se, **{k: v[2] for k, v in more.items()}},
+            var_sq=truth.var_sq,
             source=f"{truth.source}; {', '.join(more)}: exact given each of its thinned draws",
         )
 
