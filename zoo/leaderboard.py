@@ -428,6 +428,8 @@ def _get(fut: Future[dict[str, Any]], cell: BenchCell) -> dict[str, Any]:
 def _line(row: Mapping[str, Any]) -> str:
     g = row.get("gradients_b2_max")
     figure = "" if g is None else f", {g:,.0f} gradients to b²_max < {THRESHOLD}"
+    if g is not None and math.isinf(g):
+        figure = f", b²_max not below {THRESHOLD} in its draws"
     if row.get("status") in ("failed", "does not apply"):
         figure = f": {row.get('reason')}"
     return f"{row['target']}/{row['engine']} seed {row['seed']}: {row.get('status')}{figure}"
@@ -518,11 +520,17 @@ def _worst(statuses: pd.Series) -> str:
     return seen[0] if seen else ""
 
 
-def _plain(v: Any) -> Any:
+COUNTS = frozenset({"seed", "seeds", "chains", "draws", "parameters"})  # integers in a table
+
+
+def _plain(v: Any, count: bool = False) -> Any:
     """A cell of a table as JSON has it: NaN as None, an infinite count as "inf" (not
-    reached), NumPy scalars as Python's."""
+    reached), NumPy scalars as Python's, a ``count`` as an int (pandas made it a float beside
+    the published rows' None)."""
     if isinstance(v, np.generic):
         v = v.item()
+    if count and isinstance(v, float) and v.is_integer():
+        return int(v)
     if isinstance(v, float) and not math.isfinite(v):
         return None if math.isnan(v) else ("inf" if v > 0 else "-inf")
     return v
@@ -532,7 +540,7 @@ def _payload(board: Leaderboard) -> dict[str, Any]:
     """What the pages are rendered from: plain data."""
 
     def records(df: pd.DataFrame) -> list[dict[str, Any]]:
-        return [{k: _plain(v) for k, v in r.items()} for r in df.to_dict(orient="records")]
+        return [{k: _plain(v, k in COUNTS) for k, v in r.items()} for r in df.to_dict("records")]
 
     return {
         "size": board.size,
