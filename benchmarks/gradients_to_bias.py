@@ -42,12 +42,8 @@ from engine_specs import parse_engine, split_engines  # noqa: E402  (a file besi
 
 import zoo
 from zoo.published import PUBLISHED
-from zoo_inference.bias import (
-    Measured,
-    draw_gradients,
-    flat_draws,
-    measure,
-)
+from zoo_inference import bias
+from zoo_inference.bias import Measured, draw_gradients, flat_draws, measure
 
 RESULTS = Path(__file__).parent / "results"
 OUT = RESULTS / "gradients_to_bias.md"
@@ -74,34 +70,30 @@ QUICK = {"chains": 4, "draws": 200, "warmup": 200}
 def second_moments(
     target: str, reference: dict[str, Any]
 ) -> tuple[list[str], np.ndarray, np.ndarray, str]:
-    """Sites, E[x²] and Var[x²] (flattened as :func:`flat_draws`) and where Var[x²] comes from."""
+    """Sites, E[x²] and Var[x²] (flattened as :func:`flat_draws`) and where Var[x²] comes from:
+    the truth's (:func:`zoo_inference.bias.second_moments`), else a cached reference run's,
+    else a Gaussian's."""
     truth = zoo.get_model(target).ground_truth()
     if truth is None:
         raise ValueError(f"{target} has no ground truth on its default data")
-    sites = list(truth.mean)
-    mean = {s: np.asarray(truth.mean[s], dtype=float) for s in sites}
-    sd = {s: np.asarray(truth.sd[s], dtype=float) for s in sites}
-    ex2 = np.concatenate([(sd[s] ** 2 + mean[s] ** 2).ravel() for s in sites])
-    if all(s in truth.var_sq for s in sites):  # the truth's own: exact on these targets
-        var = np.concatenate([truth.var_sq[s].ravel() for s in sites])
-        return sites, ex2, var, f"the truth's: {truth.source}"
-    if target in reference:
-        ref, var = reference[target], np.asarray(reference[target]["var_x2"], dtype=float)
-        if var.shape != ex2.shape:
-            raise ValueError(
-                f"the cached reference of {target} has {var.size} values, not {ex2.size}"
-            )
-        how = f"reference run: {ref['how']}"
-        if "ex2" in ref:  # the run's own E[x²] against the truth's: far above 0.01, they disagree
-            b2 = (np.asarray(ref["ex2"], dtype=float) - ex2) ** 2 / var
-            names = [f"{s}{list(i) if i else ''}" for s in sites for i in np.ndindex(mean[s].shape)]
-            how += (
-                f"; its own b² against the truth: max {b2.max():.3g} ({names[b2.argmax()]}), "
-                f"avg {b2.mean():.3g}"
-            )
+    sites, ex2, var, how = bias.second_moments(truth)
+    if all(s in truth.var_sq for s in sites):
+        return sites, ex2, var, f"{how} ({truth.source})"
+    if target not in reference:
         return sites, ex2, var, how
-    var = np.concatenate([(2 * sd[s] ** 4 + 4 * mean[s] ** 2 * sd[s] ** 2).ravel() for s in sites])
-    return sites, ex2, var, "APPROXIMATE: Gaussian 2 sd⁴ + 4 mean² sd² from the Gym's truth"
+    ref, var = reference[target], np.asarray(reference[target]["var_x2"], dtype=float)
+    if var.shape != ex2.shape:
+        raise ValueError(f"the cached reference of {target} has {var.size} values, not {ex2.size}")
+    how = f"reference run: {ref['how']}"
+    if "ex2" in ref:  # the run's own E[x²] against the truth's: far above 0.01, they disagree
+        b2 = (np.asarray(ref["ex2"], dtype=float) - ex2) ** 2 / var
+        shapes = {s: np.shape(truth.mean[s]) for s in sites}
+        names = [f"{s}{list(i) if i else ''}" for s in sites for i in np.ndindex(shapes[s])]
+        how += (
+            f"; its own b² against the truth: max {b2.max():.3g} ({names[b2.argmax()]}), "
+            f"avg {b2.mean():.3g}"
+        )
+    return sites, ex2, var, how
 
 
 def make_reference(target: str, draws: int, chains: int, seed: int) -> dict[str, Any]:

@@ -1,10 +1,12 @@
 """What the density, backend and sampler tests share: the compiler mark, NUTS's test depth, a
-density that records its compiles, and a mean's agreement with the truth."""
+density that records its compiles, one that records its pace, and a mean's agreement with the
+truth."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 import zoo
 from zoo_inference.backend import has_compiler
@@ -26,6 +28,23 @@ def counting(monkeypatch: pytest.MonkeyPatch, configured):  # noqa: ANN001, ANN2
     monkeypatch.setattr(d, "_to_compiled", lambda graph: compiled.append(1) or ("compiled", d._fn))
     configured(auto_compile=True)
     return d, compiled
+
+
+class PaceRecorder:
+    """A standard normal's density that records what a sampler tells it of its pace:
+    ``"restart"`` for ``restart_pace``, ``(iteration, total)`` for each ``tick``."""
+
+    def __init__(self) -> None:
+        self.events: list[object] = []
+
+    def __call__(self, q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return -0.5 * (q * q).sum(-1), -q
+
+    def restart_pace(self) -> None:
+        self.events.append("restart")
+
+    def tick(self, iteration: int, total: int) -> None:
+        self.events.append((iteration, total))
 
 
 def agree(run: zoo.Run, truth: zoo.GroundTruth, site: str, k: float = 4.5) -> None:

@@ -45,7 +45,7 @@ from tqdm.auto import tqdm
 
 import zoo_reports.leaderboard as pages
 from zoo_inference import GENERIC_ENGINES, ZooError
-from zoo_inference.arviz_io import arviz
+from zoo_inference.arviz_io import mcmc_convergence
 from zoo_inference.bias import THRESHOLD, draw_gradients, flat_draws, measure, second_moments
 from zoo_inference.results import one_line
 from zoo_inference.runtime import interactive
@@ -54,7 +54,7 @@ from .api import run as zoo_run
 from .files import check_writable, locked, replace_file, write_atomically
 from .published import PUBLISHED
 from .registry import SUITES, get_model, list_models
-from .store import _key, code_version, fingerprint
+from .store import CellStore, _key
 from .sweep import executor
 
 R_HAT_MAX = 1.01
@@ -227,7 +227,7 @@ def measure_cell(model: str, engine: str, seed: int, size: str) -> dict[str, Any
         row["gradients_from"] = "the run's total, spread evenly over its iterations"
     m = measure(x, grads, ex2, var_x2)
     total = total or float(grads.sum())
-    ess = _min_ess(x)
+    ess = mcmc_convergence(idata["posterior"][sites])["min_ess_bulk"]
     keep = np.unique(np.linspace(0, x.shape[1] - 1, CURVE_POINTS).astype(int))
     row |= {
         "chains": int(x.shape[0]),
@@ -250,12 +250,6 @@ def measure_cell(model: str, engine: str, seed: int, size: str) -> dict[str, Any
         },
     }
     return row
-
-
-def _min_ess(x: np.ndarray) -> float:
-    """The smallest bulk ESS over the parameters of ``x`` (chains, draws, P)."""
-    az = arviz()
-    return float(min(az.ess(np.ascontiguousarray(x[..., i])) for i in range(x.shape[-1])))
 
 
 def _child(conn: Any, model: str, engine: str, seed: int, size: str) -> None:
@@ -298,23 +292,15 @@ class BenchStore:
     key of what decides it; a stale, torn or failed cell is run again."""
 
     def __init__(self, out: Path, *, reuse: bool = True) -> None:
-        self.root, self.reuse = out / "cells", reuse
+        self.cells = CellStore(out)  # a report's key parts: data and code, hashed once a model
+        self.root, self.reuse = self.cells.root, reuse
 
     def path(self, cell: BenchCell) -> Path:
         return self.root / cell.model / f"{cell.engine}-seed{cell.seed}.bench.json"
 
     def key(self, cell: BenchCell, size: str) -> str:
-        entry = get_model(cell.model)
-        return _key(
-            {
-                "model": cell.model,
-                "engine": cell.engine,
-                "seed": cell.seed,
-                "size": dataclasses.asdict(SIZES[size]),
-                "data": fingerprint(entry.load_data()),
-                "code": code_version(entry.model),
-            }
-        )
+        size_options = dataclasses.asdict(SIZES[size])
+        return _key(self.cells.key_parts(cell.model, cell.engine, cell.seed, size_options))
 
     def load(self, cell: BenchCell, size: str) -> dict[str, Any] | None:
         path = self.path(cell)
@@ -415,13 +401,13 @@ def _get(fut: Future[dict[str, Any]], cell: BenchCell) -> dict[str, Any]:
     try:
         return fut.result()
     except Exception as e:  # a worker that died: the cell says so, the others go on
-        base = dataclasses.asdict(cell)
+        why = f"{type(e).__name__}: {one_line(e)}"
         return {
-            "target": base["model"],
+            "target": cell.model,
             "engine": cell.engine,
             "seed": cell.seed,
             "status": "failed",
-            "reason": f"{type(e).__name__}: {one_line(e)}",
+            "reason": why,
         }
 
 

@@ -90,7 +90,7 @@ def nuts_sample(
     # a call's outputs are the state the next call takes, and read before the call after it
     step_fn = loop.step(tree_step, eager, reuse_outputs=True, nodes=NUTS_STEP_NODES)
     # the compile is weighed from the first metric window on: in the fast initial buffer (a unit
-    # metric, the step size settling) trees can run ten times deeper than the run's later ones
+    # metric, the step size settling) trees run far deeper than the run's later ones
     loop.pace_from(first_window_start(warmup))
     total = warmup + num_samples
     draws = torch.empty(B, num_samples, D, dtype=dtype)

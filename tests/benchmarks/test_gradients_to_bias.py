@@ -32,9 +32,9 @@ def test_second_moments_follow_the_truths_sites(g2b):
     sites, ex2, var, source = g2b.second_moments("gym_neals_funnel", {})
     assert sites == ["z", "x"] and ex2.shape == var.shape == (10,)
     np.testing.assert_allclose(ex2, [9.0] + [math.exp(4.5)] * 9)
-    assert source.startswith("the truth's: ")
+    assert source.startswith("the truth's Var[x²] (")
     sites, ex2, var, source = g2b.second_moments("gym_radon", {})
-    assert ex2.shape == var.shape == (91,) and source.startswith("APPROXIMATE")
+    assert ex2.shape == var.shape == (91,) and source.startswith("approximate: a Gaussian's")
     sites, ex2, var, source = g2b.second_moments(
         "gym_radon", {"gym_radon": {"var_x2": list(range(91)), "how": "t"}}
     )
@@ -54,7 +54,7 @@ def test_brownian_motion_second_moments_are_exact(g2b):
     stand_in = {"gym_brownian_motion": {"var_x2": [1.0] * 32, "how": "t"}}
     sites, ex2, var, source = g2b.second_moments("gym_brownian_motion", stand_in)
     assert sites == ["innovation_noise_scale", "observation_noise_scale", "locs"]
-    assert source.startswith("the truth's: exact: quadrature")
+    assert source.startswith("the truth's Var[x²] (exact: quadrature")
     np.testing.assert_allclose(ex2[:2], [0.0149725, 0.0141006], rtol=1e-5)
     np.testing.assert_allclose(var[:2], [1.26544e-4, 7.87336e-5], rtol=1e-5)
     assert (var > 0).all() and ex2.shape == var.shape == (32,)
@@ -106,6 +106,6 @@ def test_end_to_end_quick_run_writes_the_table(g2b, tmp_path):
     assert cells[11] == "95,520 / 58,750"  # the published NUTS figures beside
     assert cells[13] == "39,504 / 152,081"  # and NUTS's and MAMS's tuning gradients
     assert "no_such_engine: unknown engine" in text
-    assert "gym_banana: the truth's: " in text
+    assert "gym_banana: the truth's Var[x²] (Inference Gym" in text
     assert "gym_stochastic_volatility_small: reference run: a stand-in" in text
     assert "| gym_stochastic_volatility_small | chees | 103 | 2 × 60 |" in text

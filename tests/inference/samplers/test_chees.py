@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.sampling import counting
+from tests.sampling import PaceRecorder, counting
 from tests.seeding import shifted
 from zoo_inference import samplers
 from zoo_inference.samplers import trajectory
@@ -74,21 +74,11 @@ def test_chees_weighs_its_compile_on_the_work_of_its_draws(monkeypatch, configur
     """ChEES asks the density whether to compile only while it draws, the pace measured from
     the end of warmup: its warmup's first iterations, before the metric settles, cost several
     times the draws. The density's pace restarts where the sampler says."""
-    events: list[object] = []
-
-    class Recording:
-        def __call__(self, q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-            return -0.5 * (q * q).sum(-1), -q
-
-        def restart_pace(self) -> None:
-            events.append("restart")
-
-        def tick(self, iteration: int, total: int) -> None:
-            events.append((iteration, total))
-
+    recording = PaceRecorder()
     gen = torch.Generator().manual_seed(shifted(0))
     q = torch.randn(8, 2, generator=gen, dtype=torch.float64)
-    samplers.chees(Recording(), q, num_samples=30, warmup=40, gen=gen)
+    samplers.chees(recording, q, num_samples=30, warmup=40, gen=gen)
+    events = recording.events
     assert events == ["restart", *((i, 30) for i in range(30))]
 
     d, compiled = counting(monkeypatch, configured)

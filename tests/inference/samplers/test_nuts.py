@@ -12,6 +12,7 @@ import torch
 
 import zoo
 from tests.foreign_corpus import CORPUS
+from tests.sampling import PaceRecorder
 from tests.seeding import shifted
 from zoo_inference import samplers
 from zoo_inference.samplers.base import PackedState
@@ -165,22 +166,12 @@ def test_nuts_weighs_its_compile_from_the_first_metric_window():
     """NUTS asks the density whether to compile only from the end of warmup's fast initial
     buffer (75 iterations of a 200-iteration warmup) on, the pace counted from there: in that
     buffer the trees run deep while the step size settles under a unit metric, and would
-    overstate the run (gaussian_mixture's ran ten times deeper than its later ones)."""
-    events: list[object] = []
-
-    class Recording:
-        def __call__(self, q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-            return -0.5 * (q * q).sum(-1), -q
-
-        def restart_pace(self) -> None:
-            events.append("restart")
-
-        def tick(self, iteration: int, total: int) -> None:
-            events.append((iteration, total))
-
+    overstate the run."""
+    recording = PaceRecorder()
     gen = torch.Generator().manual_seed(shifted(0))
     q = torch.randn(4, 2, generator=gen, dtype=torch.float64)
-    samplers.nuts(Recording(), q, num_samples=20, warmup=200, gen=gen)
+    samplers.nuts(recording, q, num_samples=20, warmup=200, gen=gen)
+    events = recording.events
     start = first_window_start(200)
     assert start == 75 and events[0] == "restart"
     ticks = events[1:]
