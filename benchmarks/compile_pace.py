@@ -24,13 +24,12 @@ from __future__ import annotations
 
 import argparse
 import platform
-import sys
 import warnings
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 
 import torch
+from compile_policy import write_out  # a file beside this one
 
 import zoo
 from zoo_inference.backend import policy
@@ -167,11 +166,7 @@ def main(argv: list[str] | None = None) -> None:
             f"| {name} | {size} | {seed} | {g} | {n} | {work:.1f} | {cost:.1f} | {at(c_at)} |"
             f" {c_s:.1f} | {at(e_at)} | {e_s:.1f} | {at(b_at)} | {b_s:.1f} |"
         )
-    text = "\n".join(lines) + "\n"
-    if args.out:
-        Path(args.out).write_text(text)
-    else:
-        sys.stdout.write(text)
+    write_out(lines, args.out)
 
 
 if __name__ == "__main__":

@@ -40,6 +40,15 @@ def per_call_s(density, theta: torch.Tensor, calls: int) -> float:
     return best
 
 
+def write_out(lines: list[str], out: str | None) -> None:
+    """The results file's lines, to ``out`` or (None) to standard output."""
+    text = "\n".join(lines) + "\n"
+    if out:
+        Path(out).write_text(text)
+    else:
+        sys.stdout.write(text)
+
+
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--calls", type=int, default=100)
@@ -80,11 +89,7 @@ def main(argv: list[str] | None = None) -> None:
             f"| {name} | {chains} | {nodes} | {measured * 1e6:.0f} | {modelled * 1e6:.0f} | "
             f"{ratio:.2f} |"
         )
-    text = "\n".join(lines) + "\n"
-    if args.out:
-        Path(args.out).write_text(text)
-    else:
-        sys.stdout.write(text)
+    write_out(lines, args.out)
 
 
 if __name__ == "__main__":
