@@ -322,6 +322,7 @@ class BatchedDensity:
             return step(graph, *a)
 
         fused: Callable[..., Any] | None
+        work = self._work  # the checks below are not the run's work: only a first build runs them
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -346,6 +347,7 @@ class BatchedDensity:
         except Exception as e:  # noqa: BLE001 - the eager step is always there
             self.reasons["fused"] = one_line(e)
             fused = None
+        self._work = work
         self._fused[key] = fused
         if self.mode == "compiled":  # scripting (a few tenths of a second) is not compiling
             self.compile_s += time.perf_counter() - started

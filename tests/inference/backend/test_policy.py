@@ -99,3 +99,20 @@ def test_a_compile_is_priced_with_the_nodes_its_fused_step_adds():
     d.start_run(auto_compile=False)
     assert prices == {samplers.nuts: pytest.approx(step), samplers.hmc: 0.0}
     assert d.compile_cost_s() == pytest.approx(bare)
+
+
+def test_a_run_counts_the_same_work_the_second_time(monkeypatch, configured):
+    """The work a run's decisions read is the run's own: the checks of a step fused on the
+    process's first run are not counted, so a second run of the same call, which finds the step
+    built, counts the same work at every iteration and decides the same."""
+    d, _ = counting(monkeypatch, configured)
+    seen: list[list[float]] = []
+    tick = d.tick
+    monkeypatch.setattr(d, "tick", lambda i, n: seen[-1].append(d._work) or tick(i, n))
+    for _ in range(2):
+        seen.append([])
+        d.start_run(auto_compile=True)
+        gen = d.generator(shifted(5))
+        samplers.nuts(d, d.initial_points(gen), num_samples=8, warmup=8, gen=gen, **NUTS_TEST_DEPTH)
+    assert d._fused, "the run fused no step: nothing to check"
+    assert seen[0] and seen[0] == seen[1]
