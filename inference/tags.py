@@ -135,7 +135,7 @@ def climb(
 
     try:
         opt.step(closure)
-    except RuntimeError:  # a start where the model breaks (a Cholesky, ...)
+    except (RuntimeError, ValueError):  # the model breaks on the way (a Cholesky, a nan scale)
         return None
     x = x.detach().requires_grad_(True)
     value = log_density(x)

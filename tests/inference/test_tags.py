@@ -70,6 +70,22 @@ def test_optima_are_counted() -> None:
     assert tags.labels({"modes": 2}) == ("multimodal",)
 
 
+def test_a_start_where_the_model_breaks_finds_no_optimum() -> None:
+    """A funnel's climb that overflows the scale to nan (the distribution refuses it with a
+    ValueError, as Neal's funnel did under L-BFGS) is a start with no optimum, not a crash."""
+
+    def breaks(x: torch.Tensor) -> torch.Tensor:
+        scale = torch.where(x.sum() > 1, torch.nan, 1.0)
+        return (
+            torch.distributions.Normal(0.0, scale, validate_args=True).log_prob(x).sum()
+            + 0.5 * x.sum()
+        )
+
+    starts = torch.tensor([[0.0], [2.0]], dtype=torch.float64)
+    assert tags.climb(breaks, starts[1], 20) is None
+    assert tags.distinct_optima(breaks, starts, torch.ones(1, dtype=torch.float64)) == 1
+
+
 def test_an_ode_solver_is_seen_in_the_call() -> None:
     from torchdiffeq import odeint
 
