@@ -31,6 +31,7 @@ from .laplace import laplace_engine
 from .mcmc import CHEES_GROUP, LOCKSTEP_CHAINS, SUPERCHAIN, grouped_run, pyro_nuts_engine
 from .outputs import Draws, Estimate, Factors, check_values
 from .pathfinder import pathfinder_engine
+from .peers.nutpie import nutpie_sampler
 from .reference import call_reference, in_float64, options_of, to_run
 from .results import Run, ZooError
 from .runtime import device_of
@@ -543,6 +544,7 @@ def register_sampler(
     min_group: int = 1,
     superchain: int = 1,
     check: Callable[[dict[str, Any]], None] | None = None,
+    opt_in: bool = False,
     replace: bool = False,
 ) -> EngineSpec:
     """Add an MCMC sampler as a generic engine. The zoo's own samplers (nuts, chees, hmc, mams,
@@ -567,10 +569,11 @@ def register_sampler(
     may hold (an ensemble sampler that adapts on its chains together); ``superchain``: chains
     started together at one point, in consecutive groups of this many (nested R-hat);
     ``check(options)``: raises ValueError on options that contradict each other, before any
-    work. A run to an ESS target (``ess=``, see :func:`~zoo_inference.samplers.driver.
-    sample_chains`) needs a sampler that can go on: one that takes ``resume=None`` and, given
-    the ``Samples.state`` its last call returned (and ``warmup=0``), continues its chains from
-    ``theta0`` without adapting again."""
+    work; ``opt_in``: the engine runs only where a call names it (a whole-zoo report and
+    ``zoo.compare``'s defaults leave it out). A run to an ESS target (``ess=``, see
+    :func:`~zoo_inference.samplers.driver.sample_chains`) needs a sampler that can go on: one
+    that takes ``resume=None`` and, given the ``Samples.state`` its last call returned (and
+    ``warmup=0``), continues its chains from ``theta0`` without adapting again."""
     _check_engine_name(name, replace)
     own = _sampler_options(name, fn)
     resumable = own.pop("resume", inspect.Parameter.empty) is None
@@ -605,7 +608,15 @@ def register_sampler(
         )
 
     summary = description or _first_line(fn, name)
-    spec = declare(name, run, summary, needs=_SAMPLER, budgets=budgets, defaults={**runner, **own})
+    spec = declare(
+        name,
+        run,
+        summary,
+        needs=_SAMPLER,
+        budgets=budgets,
+        defaults={**runner, **own},
+        opt_in=opt_in,
+    )
     spec = dataclasses.replace(spec, sampler=fn, origin=origin(fn))
     GENERIC_ENGINES[name] = spec
     return spec
@@ -796,6 +807,19 @@ register_sampler(
         "quick": {"num_samples": 1000, "warmup": 1000, "num_chains": 2, "chain_groups": 1},
         "full": {"num_samples": 5000, "warmup": 5000, "num_chains": 4, "chain_groups": 1},
     },
+)
+register_sampler(
+    "nutpie",
+    nutpie_sampler,
+    description="nutpie's NUTS and its adaptation on the zoo's log density: the peer (only where "
+    "named; pip install nutpie)",
+    budgets={
+        "smoke": {"num_samples": 100, "warmup": 100, "num_chains": 2},
+        "check": {"num_samples": 500, "warmup": 500, "num_chains": 4},
+        "quick": {"num_samples": 1000, "warmup": 1000, "num_chains": 4},
+        "full": {"num_samples": 2000, "warmup": 2000, "num_chains": 8},
+    },
+    opt_in=True,
 )
 GENERIC_ENGINES["pyro_nuts"] = declare(
     "pyro_nuts",
