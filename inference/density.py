@@ -95,6 +95,8 @@ class BatchedDensity:
     data set, ``{**data, key: batch[key][c]}``. Independent posteriors in one batch: the
     replications of a simulation-based calibration run as the chains of one sampler."""
 
+    _work: float  # the modelled seconds of graph calls since the pace last restarted
+
     def __init__(
         self,
         model: Callable[..., Any],
