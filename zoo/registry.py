@@ -731,7 +731,7 @@ def load_models(*sources: str | os.PathLike[str]) -> None:
                 sys.modules[spec.name] = module
                 spec.loader.exec_module(module)
             else:
-                importlib.import_module(source)
+                _import_here(source)
         except (ZooError, KeyboardInterrupt):
             raise
         except Exception as e:  # noqa: BLE001 - the user's file: say what went wrong, briefly
@@ -740,6 +740,23 @@ def load_models(*sources: str | os.PathLike[str]) -> None:
                 f"could not load models from {source!r}: {type(e).__name__}: "
                 f"{lines[0] if lines else ''}"
             ) from None
+
+
+def _import_here(name: str) -> None:
+    """Import module ``name``, from the working folder too where the path does not hold it:
+    a script imports the modules beside it by name, and ``zoo`` from the shell (whose path
+    starts at its own folder) must find them as the script did."""
+    try:
+        importlib.import_module(name)
+        return
+    except ModuleNotFoundError as e:
+        if e.name != name.split(".")[0] or os.getcwd() in sys.path:
+            raise
+    sys.path.insert(0, os.getcwd())
+    try:
+        importlib.import_module(name)
+    finally:
+        sys.path.remove(os.getcwd())
 
 
 def _load_entry_points(group: str) -> None:

@@ -960,6 +960,48 @@ def test_reproduce_commands_load_a_users_models_and_run_as_printed(tmp_path: Pat
     assert whole["runs"]["mala"]["summary"] == page["runs"]["mala"]["summary"]
 
 
+def test_a_scripts_modules_imported_by_name_load_in_the_printed_command(tmp_path: Path) -> None:
+    """A script that imports its models and sampler by name (the README's ``import mala``, the
+    files beside it) gets commands that name the modules; ``zoo`` from the shell in that folder
+    finds them there, as the script did, and gives the page's numbers."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    (tmp_path / "walk_models.py").write_text(
+        "import pyro, pyro.distributions as dist, torch\n"
+        "import zoo\n\n"
+        "@zoo.register(data={'y': torch.tensor([0.5, 1.5, -0.2])})\n"
+        "def walk_level(y):\n"
+        "    mu = pyro.sample('mu', dist.Normal(0.0, 1.0))\n"
+        "    with pyro.plate('n', len(y)):\n"
+        "        pyro.sample('y', dist.Normal(mu, 1.0), obs=y)\n"
+    )
+    shutil.copy(ROOT / "examples" / "mala.py", tmp_path / "mala.py")
+    (tmp_path / "script.py").write_text(
+        "import zoo\nimport walk_models, mala\n"
+        "zoo.report(['walk_level'], engines=['mala'], profile='smoke', out='out', progress=False)\n"
+    )
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    env["OMP_NUM_THREADS"] = "1"
+    env.pop("PYTHONPATH", None)
+
+    def shell(command: str) -> None:
+        done = subprocess.run(
+            command, shell=True, cwd=tmp_path, env=env, capture_output=True, text=True
+        )
+        assert done.returncode == 0, f"{command}\n{done.stderr[-2000:]}"
+
+    shell(f"{shlex.quote(sys.executable)} script.py")
+    page = json.loads((tmp_path / "out" / "walk_level.json").read_text())
+    (cell,) = page["reproduce"]["engines"]
+    assert "--models walk_models --models mala" in cell["cli"]
+    shell(cell["cli"] + " --out again -q")
+    again = pd.read_csv(tmp_path / "again" / "summary.csv", index_col=0)
+    assert again.loc["mu", "mean"] == pytest.approx(page["runs"]["mala"]["summary"]["mu"]["mean"])
+
+
 def test_a_long_runs_draws_are_kept_thinned_for_the_figures(monkeypatch) -> None:
     """A report keeps at most MAX_STORED_DRAWS draws of a run (and MAX_STORED_BYTES of them),
     every chain thinned evenly; its summary, from every draw, and the findings' count of
