@@ -114,6 +114,7 @@ class EngineSpec:
     # runs only where a call names it: not among a model's engines (compare, reports, sweeps)
     opt_in: bool = False
     sampler: Callable[..., Samples] | None = None  # a sampler engine's sampler (register_sampler)
+    goes_on: bool = False  # a sampler that can go on from its last draw: runs to ess= targets
     origin: str | None = None  # where a user's engine is defined (:func:`origin`); None: built in
     # why its error against a truth is an approximation's bias that no number of draws shrinks
     # ("": Monte-Carlo error only); the conformance harness checks such draws for shape only
@@ -617,7 +618,7 @@ def register_sampler(
         defaults={**runner, **own},
         opt_in=opt_in,
     )
-    spec = dataclasses.replace(spec, sampler=fn, origin=origin(fn))
+    spec = dataclasses.replace(spec, sampler=fn, origin=origin(fn), goes_on=resumable)
     GENERIC_ENGINES[name] = spec
     return spec
 

@@ -33,7 +33,7 @@ import os
 import sys
 import time
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -73,6 +73,8 @@ class Size:
     num_samples: int
     ess: int
     ess_options: Mapping[str, Any] = field(default_factory=dict)
+    # draws a chain of each timed run of a sampler that cannot go on from its last draw
+    ladder: tuple[int, ...] = (250, 350, 500, 700, 1000, 1400, 2000, 2800, 4000)
 
     def budget(self) -> dict[str, Any]:
         out = {"num_chains": self.num_chains, "num_samples": self.num_samples}
@@ -81,7 +83,7 @@ class Size:
 
 SIZES = {
     # tests and CI: every page renders; the figures mean little
-    "smoke": Size(2, 60, 60, 40, {"num_chains": 2, "warmup": 60, "max_draws": 120}),
+    "smoke": Size(2, 60, 60, 40, {"num_chains": 2, "warmup": 60, "max_draws": 120}, (60, 120)),
     # the default: a look at every target in minutes a cell
     "quick": Size(4, 200, 1000, 400),
     # the MAMS paper's protocol: many chains, long runs
@@ -163,32 +165,86 @@ def _seeds(seeds: int | Sequence[int]) -> list[int]:
 
 
 # ------------------------------------------------------------------------------ one cell
-def time_to_ess(
-    model: str, engine: str, seed: int, sz: Size, takes: Mapping[str, Any]
-) -> dict[str, Any]:
+def time_to_ess(model: str, engine: str, seed: int, sz: Size, spec: Any) -> dict[str, Any]:
     """The wall time of ``zoo.run(..., ess=sz.ess)`` where it reached the target (inf where it
-    stopped short, None where the engine takes no target), and why not."""
+    stopped short, None where the engine takes no target), and why not. A sampler that cannot
+    go on from its last draw (``spec.goes_on`` false: nutpie, a user's sampler without
+    ``resume``) climbs a budget ladder instead (:func:`ladder_time`)."""
+    takes = spec.defaults
     if "ess" not in takes:
         return {"time_to_ess_s": None, "time_to_ess_reason": f"{engine} takes no ess= target"}
     opts = {k: v for k, v in sz.ess_options.items() if k in takes}
-    start = time.perf_counter()
+    if spec.sampler is not None and not spec.goes_on:
+        opts.pop("max_draws", None)  # an ess= run's cap
+        return ladder_time(model, engine, seed, sz, opts)
     try:
-        with warnings.catch_warnings():  # what they say is kept in the reasons
-            warnings.simplefilter("ignore")
-            run = zoo_run(model, engine, seed=seed, progress=False, ess=sz.ess, **opts)
-    except ZooError as e:  # a sampler that cannot go on from its last draw
+        r = timed_run(model, engine, seed, {**opts, "ess": sz.ess})
+    except ZooError as e:  # an engine of a user's that refuses the target
         return {"time_to_ess_s": None, "time_to_ess_reason": one_line(e)}
-    wall = time.perf_counter() - start
-    d = run.diagnostics
-    ess, r_hat = d.get("min_ess_bulk", math.nan), d.get("max_r_hat", math.nan)
-    if run.ok and ess >= sz.ess and r_hat <= R_HAT_MAX:
-        return {"time_to_ess_s": wall, "timed_wall_s": wall}
+    if reached(r, sz.ess):
+        return {"time_to_ess_s": r["wall"], "timed_wall_s": r["wall"]}
     why = (
-        f"failed: {run.error}"
-        if not run.ok
-        else f"stopped at min ESS {ess:.0f}, max R-hat {r_hat:.3f} ({d.get('stopped')})"
+        f"failed: {r['error']}"
+        if not r["ok"]
+        else f"stopped at min ESS {r['ess']:.0f}, max R-hat {r['r_hat']:.3f} ({r['stopped']})"
     )
-    return {"time_to_ess_s": math.inf, "timed_wall_s": wall, "time_to_ess_reason": why}
+    return {"time_to_ess_s": math.inf, "timed_wall_s": r["wall"], "time_to_ess_reason": why}
+
+
+def timed_run(model: str, engine: str, seed: int, options: Mapping[str, Any]) -> dict[str, Any]:
+    """One timed ``zoo.run``: its wall time, whether it ran, its min bulk ESS and max R-hat."""
+    start = time.perf_counter()
+    with warnings.catch_warnings():  # what they say is kept in the reasons
+        warnings.simplefilter("ignore")
+        run = zoo_run(model, engine, seed=seed, progress=False, **options)
+    d = run.diagnostics
+    return {
+        "wall": time.perf_counter() - start,
+        "ok": run.ok,
+        "error": run.error,
+        "ess": float(d.get("min_ess_bulk", math.nan)),
+        "r_hat": float(d.get("max_r_hat", math.nan)),
+        "stopped": d.get("stopped"),
+    }
+
+
+def reached(r: Mapping[str, Any], ess: int) -> bool:
+    return bool(r["ok"] and r["ess"] >= ess and r["r_hat"] <= R_HAT_MAX)
+
+
+def ladder_time(
+    model: str, engine: str, seed: int, sz: Size, options: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The time to ESS of a sampler that cannot go on: runs of ``sz.ladder``'s draws a chain in
+    turn (about sqrt(2) apart, the engine's warmup and chains otherwise), each in a process
+    forked for it (cold, as a peer's budget ladder is in ``benchmarks/compare_peers.py``),
+    until one reaches the target: its wall time, the rungs tried beside it."""
+    tried = []
+    for n in sz.ladder:
+        r = forked(timed_run, model, engine, seed, {**options, "num_samples": n})
+        if "wall" not in r:  # its process died
+            return {"time_to_ess_s": math.inf, "time_to_ess_reason": f"{n} draws: {r['reason']}"}
+        tried.append(f"{n} ({r['wall']:.1f} s)")
+        if reached(r, sz.ess):
+            how = f"the first cold run of a budget ladder (it cannot go on) to reach it: {n} draws"
+            return {
+                "time_to_ess_s": r["wall"],
+                "timed_wall_s": r["wall"],
+                "time_to_ess_reason": f"{how} a chain; tried {', '.join(tried)}",
+            }
+        if not r["ok"]:
+            break
+    last = (
+        f"failed: {r['error']}"
+        if not r["ok"]
+        else f"min ESS {r['ess']:.0f}, max R-hat {r['r_hat']:.3f}"
+    )
+    return {
+        "time_to_ess_s": math.inf,
+        "timed_wall_s": r["wall"],
+        "time_to_ess_reason": f"no rung of the budget ladder reached it ({last}); "
+        f"tried {', '.join(tried)}",
+    }
 
 
 def measure_cell(model: str, engine: str, seed: int, size: str) -> dict[str, Any]:
@@ -199,7 +255,7 @@ def measure_cell(model: str, engine: str, seed: int, size: str) -> dict[str, Any
         spec = entry.engine_spec(engine)
     except ZooError as e:
         return {**row, "status": "does not apply", "reason": one_line(e)}
-    row |= time_to_ess(model, engine, seed, sz, spec.defaults)
+    row |= time_to_ess(model, engine, seed, sz, spec)
     opts = {k: v for k, v in sz.budget().items() if k in spec.defaults}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -252,28 +308,30 @@ def measure_cell(model: str, engine: str, seed: int, size: str) -> dict[str, Any
     return row
 
 
-def _child(conn: Any, model: str, engine: str, seed: int, size: str) -> None:
+def _child(conn: Any, fn: Callable[..., dict[str, Any]], args: tuple[Any, ...]) -> None:
     try:
-        conn.send(measure_cell(model, engine, seed, size))
-    except BaseException as e:  # the parent records why the cell gave nothing
+        conn.send(fn(*args))
+    except BaseException as e:  # the parent records why the call gave nothing
         conn.send({"status": "failed", "reason": f"{type(e).__name__}: {one_line(e)}"})
     finally:
         conn.close()
 
 
-def fresh_cell(model: str, engine: str, seed: int, size: str) -> dict[str, Any]:
-    """:func:`measure_cell` in a process forked for it (cold: nothing of the model is traced,
-    compiled or cached yet); in this process where it may not fork (a daemonic Dask worker),
-    saying so in ``process``."""
-    base = {"target": model, "engine": engine, "seed": seed}
-    if (
-        multiprocessing.current_process().daemon
-        or "fork" not in multiprocessing.get_all_start_methods()
-    ):
-        return {**base, **measure_cell(model, engine, seed, size), "process": "the worker's"}
+def can_fork() -> bool:
+    """Whether a cell may fork: not in a daemonic Dask worker, not where fork is missing."""
+    daemon = multiprocessing.current_process().daemon
+    return not daemon and "fork" in multiprocessing.get_all_start_methods()
+
+
+def forked(fn: Callable[..., dict[str, Any]], *args: Any) -> dict[str, Any]:
+    """``fn(*args)`` in a process forked for it (cold: nothing of the model is traced,
+    compiled or cached yet), or ``{"status": "failed", "reason": ...}`` where it raised or its
+    process died; in this process where none may fork (:func:`can_fork`)."""
+    if not can_fork():
+        return fn(*args)
     ctx = multiprocessing.get_context("fork")
     recv, send = ctx.Pipe(duplex=False)
-    child = ctx.Process(target=_child, args=(send, model, engine, seed, size))
+    child = ctx.Process(target=_child, args=(send, fn, args))
     child.start()
     send.close()
     try:
@@ -283,7 +341,15 @@ def fresh_cell(model: str, engine: str, seed: int, size: str) -> dict[str, Any]:
     child.join()
     if child.exitcode not in (0, None) and out.get("status") != "failed":
         out = {"status": "failed", "reason": f"its process exited with {child.exitcode}"}
-    return {**base, **out, "process": "fresh"}
+    return out
+
+
+def fresh_cell(model: str, engine: str, seed: int, size: str) -> dict[str, Any]:
+    """:func:`measure_cell` in a process forked for it; in this process where it may not fork
+    (a daemonic Dask worker), saying so in ``process``."""
+    base = {"target": model, "engine": engine, "seed": seed}
+    process = "fresh" if can_fork() else "the worker's"
+    return {**base, **forked(measure_cell, model, engine, seed, size), "process": process}
 
 
 # ------------------------------------------------------------------------------ the store

@@ -66,6 +66,40 @@ def test_a_users_sampler_joins_the_leaderboard_in_one_call(mala, tmp_path, monke
     assert again.cells[figures].equals(board.cells[figures])
 
 
+def test_a_sampler_that_cannot_go_on_climbs_a_budget_ladder(monkeypatch):
+    """Without ``resume`` a sampler cannot run to ``ess=``: its time to ESS is the wall time of
+    the first rung of the size's ladder, each run cold in a process of its own, to reach the
+    ESS target with every R-hat <= 1.01; the rungs tried are named beside it."""
+    results = iter(
+        [
+            {"wall": 1.0, "ok": True, "error": None, "ess": 30.0, "r_hat": 1.0, "stopped": None},
+            {"wall": 2.5, "ok": True, "error": None, "ess": 80.0, "r_hat": 1.005, "stopped": None},
+        ]
+    )
+    calls = []
+
+    def forked(fn, model, engine, seed, options):
+        assert fn is bench.timed_run and "max_draws" not in options and "ess" not in options
+        calls.append(options["num_samples"])
+        return next(results)
+
+    monkeypatch.setattr(bench, "forked", forked)
+    with zoo.isolated():  # the README's mala, which takes no resume
+        runpy.run_path(str(EXAMPLE))
+        spec = zoo.get_model(TARGET).engine_spec("mala")
+        assert spec.goes_on is False and zoo.get_model(TARGET).engine_spec("nuts").goes_on
+        got = bench.time_to_ess(TARGET, "mala", 0, bench.SIZES["smoke"], spec)
+    assert calls == [60, 120]
+    assert got["time_to_ess_s"] == 2.5
+    assert got["time_to_ess_reason"].endswith("120 draws a chain; tried 60 (1.0 s), 120 (2.5 s)")
+    results = iter([{"wall": 1.0, "ok": False, "error": "boom", "ess": 0.0, "r_hat": 9.0,
+                     "stopped": None}])  # fmt: skip
+    with zoo.isolated():
+        runpy.run_path(str(EXAMPLE))
+        got = bench.time_to_ess(TARGET, "mala", 0, bench.SIZES["smoke"], spec)
+    assert got["time_to_ess_s"] == float("inf") and "failed: boom" in got["time_to_ess_reason"]
+
+
 TIMING = {"time_to_ess_s", "timed_wall_s", "wall_s", "process"}
 
 

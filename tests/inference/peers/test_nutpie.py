@@ -94,12 +94,13 @@ def test_a_point_outside_the_support_is_a_divergence_not_a_crash():
 @needs_nutpie
 def test_nutpie_joins_the_leaderboard(tmp_path):
     """Named, the opt-in peer is a row of the leaderboard: gradients counted per draw (its
-    n_steps); it cannot go on from its last draw, so its time to ESS says why it has none."""
+    n_steps); it cannot go on from its last draw, so its time to ESS comes from a budget
+    ladder of cold runs."""
     board = zoo.benchmark(["nutpie"], ["gym_banana"], size="smoke", out=tmp_path / "b")
     cell = board.cells[board.cells["engine"] == "nutpie"].iloc[0]
     assert cell["status"] in ("ok", "unreliable"), cell["reason"]
     assert cell["gradients"] > 0 and cell["ess_per_1000_gradients"] > 0
-    assert "ESS target" in cell["time_to_ess_reason"]
+    assert "budget ladder" in cell["time_to_ess_reason"]
     assert "nutpie" not in zoo.get_model("gym_banana").engines  # only where named
 
 
