@@ -2,8 +2,9 @@
 
 A cell (model x engine x seed, with its options) is stored under the report's folder as
 ``cells/<model>/<engine>-seed<seed>.nc`` (the Run's InferenceData, netCDF) and
-``cells/<model>/<engine>-seed<seed>.json`` (everything else: summary, diagnostics, traces,
-evidence, status, warnings, extras; arrays exactly, as base64 of their bytes). Each file is
+``cells/<model>/<engine>-seed<seed>.json.gz`` (everything else: summary, diagnostics, traces,
+evidence, status, warnings, extras; arrays exactly, as base64 of their bytes; gzipped, a
+fifth of its size: a VAE's summary of 15,000 latents is most of a report's records). Each file is
 written atomically (a hidden temporary file, then ``os.replace``), the netCDF first; the JSON
 holds the netCDF's SHA-256, so a netCDF cut short or left from another run does not pass.
 
@@ -31,6 +32,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import functools
+import gzip
 import hashlib
 import inspect
 import io
@@ -364,7 +366,7 @@ class CellStore:
     def paths(self, model: str, engine: str, seed: int) -> tuple[Path, Path]:
         """The cell's JSON record and netCDF."""
         base = self.root / model / f"{engine}-seed{seed}"
-        return base.with_suffix(".json"), base.with_suffix(".nc")
+        return base.parent / f"{base.name}.json.gz", base.with_suffix(".nc")
 
     def data(self, model: str) -> tuple[dict[str, Any], str]:
         """The model's default data and its fingerprint (computed once per store)."""
@@ -399,8 +401,8 @@ class CellStore:
 
     def _read(self, record_path: Path, nc_path: Path, parts: Mapping[str, Any]) -> Run:
         try:
-            record = json.loads(record_path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+            record = read_record(record_path)
+        except (OSError, EOFError, UnicodeDecodeError, json.JSONDecodeError) as e:
             raise Unusable(f"unreadable JSON ({type(e).__name__}: {e})") from None
         if not isinstance(record, dict) or record.get("format") != FORMAT:
             raise Unusable(f"not a cell record of format {FORMAT}")
@@ -480,11 +482,16 @@ class CellStore:
         }
         text = json.dumps(record, indent=1, allow_nan=False, ensure_ascii=False) + "\n"
         try:
-            replace_file(record_path, text)
+            replace_file(record_path, gzip.compress(text.encode("utf-8"), mtime=0))
         except OSError as e:
             log.warning("cell %s/%s: not stored (%s); it runs again next time", model, engine, e)
             return False
         return True
+
+
+def read_record(path: Path) -> Any:
+    """A cell's JSON record, from its gzipped file (``zcat`` shows it)."""
+    return json.loads(gzip.decompress(path.read_bytes()).decode("utf-8"))
 
 
 def _key(parts: Mapping[str, Any]) -> str:

@@ -5,7 +5,6 @@ log, its pages and the cell store all show."""
 from __future__ import annotations
 
 import dataclasses
-import json
 
 import pytest
 
@@ -75,5 +74,5 @@ def test_the_stored_cell_and_the_progress_log_keep_the_verdict(tmp_path, capsys)
     back = store.load(MODEL, "nuts", 0, cell.options).run
     assert back is not None
     assert (back.status, back.reasons, back.caveat) == (run.status, run.reasons, run.caveat)
-    record = json.loads(store.paths(MODEL, "nuts", 0)[0].read_text())
+    record = cell_store.read_record(store.paths(MODEL, "nuts", 0)[0])
     assert record["status"] == "unreliable"

@@ -102,8 +102,8 @@ def test_a_report_on_the_cluster_equals_the_local_report(cluster, cells, local, 
     per_second = re.compile(r" \([0-9.]+/s\)")  # ESS per second: a time
     found = [[per_second.sub("", f["text"]) for f in page["findings"]] for page in pages]
     assert found[0] == found[1]
-    stored = sorted(p.name for p in (tmp_path / "dask" / "cells" / MODEL).glob("*.json"))
-    assert stored == sorted(f"{e}-seed{SEED}.json" for e in ENGINES)  # the client stores them
+    stored = sorted(p.name for p in (tmp_path / "dask" / "cells" / MODEL).glob("*.json.gz"))
+    assert stored == sorted(f"{e}-seed{SEED}.json.gz" for e in ENGINES)  # the client stores them
 
 
 def _executing(dask_worker) -> list[str]:

@@ -5,6 +5,7 @@ run's. The interruption is real: a ``zoo report`` subprocess killed with SIGKILL
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import logging
@@ -126,7 +127,7 @@ def test_a_killed_report_resumes_without_recomputing_its_finished_cells(
         )
         try:
             deadline = time.monotonic() + 180
-            while not list((out / "cells" / MODEL).glob("*.json")):
+            while not list((out / "cells" / MODEL).glob("*.json.gz")):
                 assert proc.poll() is None, (tmp_path / "stderr.txt").read_text()[-2000:]
                 assert time.monotonic() < deadline, "no cell was stored in 180 s"
                 time.sleep(0.01)
@@ -135,8 +136,8 @@ def test_a_killed_report_resumes_without_recomputing_its_finished_cells(
             proc.wait()
     assert proc.returncode == -signal.SIGKILL
     assert not (out / "index.html").exists()  # killed before its pages
-    before = {n: v for n, v in cell_files(out).items() if n.endswith(".json")}
-    before |= {n[:-5] + ".nc": cell_files(out)[n[:-5] + ".nc"] for n in before}
+    before = {n: v for n, v in cell_files(out).items() if n.endswith(".json.gz")}
+    before |= {n[:-8] + ".nc": cell_files(out)[n[:-8] + ".nc"] for n in before}
     assert 1 <= len(before) // 2 < 4, before
 
     capsys.readouterr()
@@ -159,13 +160,13 @@ def test_corrupt_partial_or_mismatched_cells_are_logged_and_recomputed(
     cells = out / "cells" / MODEL
     nc = cells / f"mh-seed{SEED}.nc"
     nc.write_bytes(nc.read_bytes()[: nc.stat().st_size // 2])  # a netCDF cut short
-    bad_json = cells / f"importance-seed{SEED}.json"
-    bad_json.write_text(bad_json.read_text()[:100])  # a partial JSON
-    record_path = cells / f"laplace-seed{SEED}.json"
-    record = json.loads(record_path.read_text())
+    bad_json = cells / f"importance-seed{SEED}.json.gz"
+    bad_json.write_bytes(bad_json.read_bytes()[:100])  # a record cut short
+    record_path = cells / f"laplace-seed{SEED}.json.gz"
+    record = cell_store.read_record(record_path)
     record["key"] = "0" * 64  # a record whose key does not match
-    record_path.write_text(json.dumps(record))
-    (cells / f".exact-seed{SEED}.json.abc.tmp").write_text("left by a killed writer")
+    record_path.write_bytes(gzip.compress(json.dumps(record).encode()))
+    (cells / f".exact-seed{SEED}.json.gz.abc.tmp").write_text("left by a killed writer")
     untouched = {n: v for n, v in cell_files(out).items() if n.startswith("exact")}
 
     with caplog.at_level(logging.WARNING, logger="zoo.store"):
@@ -203,7 +204,7 @@ def test_changed_options_recompute_only_the_cells_they_touch(reference, tmp_path
     assert re.search(rf"{MODEL}/mh: (ok|unreliable) ", err), err  # recomputed: a line for it
     after = cell_files(out)
     assert {n for n in before if after[n] != before[n]} == {
-        f"mh-seed{SEED}.json",
+        f"mh-seed{SEED}.json.gz",
         f"mh-seed{SEED}.nc",
     }
     page = json.loads((out / f"{MODEL}.json").read_text())
@@ -266,8 +267,8 @@ def test_changed_data_or_a_failed_cell_is_recomputed(tmp_path, capsys, caplog):
     argv = ["report", "resume_explode", "--engines", "svi", "--workers", "1", "--seed", str(SEED)]
     argv += ["-o", "svi.num_steps=20", "-o", "svi.lr=10.0", "--out", str(tmp_path / "x")]
     assert main(argv) == 0
-    record = tmp_path / "x" / "cells" / "resume_explode" / f"svi-seed{SEED}.json"
-    stored = json.loads(record.read_text())
+    record = tmp_path / "x" / "cells" / "resume_explode" / f"svi-seed{SEED}.json.gz"
+    stored = cell_store.read_record(record)
     assert stored["status"] == "failed" and stored["error"] and stored["netcdf"] is None
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="zoo.store"):
