@@ -65,9 +65,10 @@ def zoo_findings(models: Sequence[Mapping[str, Any]], generic: Sequence[str] = (
         for key, word in (("sd_under", "under"), ("sd_over", "over")):
             vals = [float(c[key]) for _, c in judged if is_finite(c.get(key))]
             if vals:
+                worst = "its worst" if len(vals) == 1 else "each one's worst"
                 parts.append(
                     f"{word}-estimates some posterior sds on {len(vals)} of "
-                    f"{_count(len(judged), 'model')}, by up to {_pct_range(vals)}"
+                    f"{_count(len(judged), 'model')} ({worst} by {_pct_range(vals)})"
                 )
                 level = max(level, "warn", key=LEVELS.index)
         means = [float(c["mean_off"]) for _, c in judged if is_finite(c.get("mean_off"))]

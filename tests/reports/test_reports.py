@@ -809,7 +809,8 @@ def test_zoo_summary_says_where_each_engine_wins_and_fails() -> None:
     text = {f.engine: f.text for f in found}
     assert text["svi"] == (
         "svi: agrees with the truth on 0 of 2 models; agrees with the reference run on 1 of 1 "
-        "model; under-estimates some posterior sds on 2 of 3 models, by up to 7.0\u201365%."
+        "model; under-estimates some posterior sds on 2 of 3 models (each one's worst by "
+        "7.0\u201365%)."
     )
     assert text["nuts"] == (
         "nuts: agrees with the truth on 2 of 2 models; agrees with the reference run on 1 of 1 "
