@@ -27,7 +27,7 @@ needs_nutpie = pytest.mark.skipif(
 SMALL = {"num_samples": 300, "warmup": 300, "num_chains": 2, "chain_groups": 1}
 REPEAT = (
     "import json, zoo; r = zoo.run('normal_normal', 'nutpie', seed={seed}, progress=False, "
-    "num_samples=50, warmup=50, num_chains=2, chain_groups=1); "
+    "num_samples=20, warmup=20, num_chains=2, chain_groups=1); "
     "print(json.dumps(r.idata.posterior['mu'].values.tolist()))"
 )
 
@@ -54,7 +54,7 @@ def test_the_same_seed_gives_the_same_draws_here_and_in_a_fresh_process():
             "nutpie",
             seed=seed,
             progress=False,
-            **{**SMALL, "num_samples": 50, "warmup": 50},
+            **{**SMALL, "num_samples": 20, "warmup": 20},
         )
         for _ in range(2)
     ]
@@ -66,8 +66,8 @@ def test_the_same_seed_gives_the_same_draws_here_and_in_a_fresh_process():
     )  # fmt: skip
     assert out.returncode == 0, out.stderr[-2000:]
     assert json.loads(out.stdout.strip().splitlines()[-1]) == here[0], "in a fresh process"
-    other = zoo.run("normal_normal", "nutpie", seed=seed + 1, progress=False, num_samples=50,
-                    warmup=50, num_chains=2, chain_groups=1)  # fmt: skip
+    other = zoo.run("normal_normal", "nutpie", seed=seed + 1, progress=False, num_samples=20,
+                    warmup=20, num_chains=2, chain_groups=1)  # fmt: skip
     assert other.idata.posterior["mu"].values.tolist() != here[0]
 
 
@@ -83,7 +83,7 @@ def half_normal(q: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 def test_a_point_outside_the_support_is_a_divergence_not_a_crash():
     gen = torch.Generator().manual_seed(shifted(2))
     start = torch.full((2, 2), 0.5, dtype=torch.float64)
-    s = peer.nutpie_sampler(half_normal, start, num_samples=1000, warmup=500, gen=gen)
+    s = peer.nutpie_sampler(half_normal, start, num_samples=600, warmup=300, gen=gen)
     assert int(s.stats["diverging"].sum()) > 0
     x = s.theta[..., 0].numpy()
     assert (x > 0).all()
