@@ -44,7 +44,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 import zoo_reports.leaderboard as pages
-from zoo_inference import GENERIC_ENGINES, ZooError
+from zoo_inference import GENERIC_ENGINES, EngineSpec, ZooError
 from zoo_inference.arviz_io import mcmc_convergence
 from zoo_inference.bias import THRESHOLD, draw_gradients, flat_draws, measure, second_moments
 from zoo_inference.results import one_line
@@ -165,7 +165,7 @@ def _seeds(seeds: int | Sequence[int]) -> list[int]:
 
 
 # ------------------------------------------------------------------------------ one cell
-def time_to_ess(model: str, engine: str, seed: int, sz: Size, spec: Any) -> dict[str, Any]:
+def time_to_ess(model: str, engine: str, seed: int, sz: Size, spec: EngineSpec) -> dict[str, Any]:
     """The wall time of ``zoo.run(..., ess=sz.ess)`` where it reached the target (inf where it
     stopped short, None where the engine takes no target), and why not. A sampler that cannot
     go on from its last draw (``spec.goes_on`` false: nutpie, a user's sampler without

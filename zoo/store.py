@@ -3,8 +3,8 @@
 A cell (model x engine x seed, with its options) is stored under the report's folder as
 ``cells/<model>/<engine>-seed<seed>.nc`` (the Run's InferenceData, netCDF) and
 ``cells/<model>/<engine>-seed<seed>.json.gz`` (everything else: summary, diagnostics, traces,
-evidence, status, warnings, extras; arrays exactly, as base64 of their bytes; gzipped, a
-fifth of its size: a VAE's summary of 15,000 latents is most of a report's records). Each file is
+evidence, status, warnings, extras; arrays exactly, as base64 of their bytes; gzipped: a
+model with thousands of latents has a summary row for each). Each file is
 written atomically (a hidden temporary file, then ``os.replace``), the netCDF first; the JSON
 holds the netCDF's SHA-256, so a netCDF cut short or left from another run does not pass.
 

@@ -62,6 +62,7 @@ def nutpie_sampler(
         "target_accept": target_accept,
         "maxdepth": max_tree_depth,
     }
+    settings["progress_bar"] = progress  # nutpie's own bar, a chain at a time
     runs = [_chain(nutpie, pyfunc, density, theta0, c, seeds[c], settings) for c in range(chains)]
     draws = torch.stack([r[0] for r in runs])
     stats = {k: torch.stack([r[1][k] for r in runs]) for k in runs[0][1]}
@@ -116,7 +117,7 @@ def _chain(
         ["theta"],
         make_initial_point_fn=lambda _seed: start.copy(),
     )
-    trace = nutpie.sample(model, chains=1, cores=1, seed=seed, progress_bar=False, **settings)
+    trace = nutpie.sample(model, chains=1, cores=1, seed=seed, **settings)
     draws = torch.as_tensor(trace.posterior["theta"].values[0], dtype=dtype)
     s = trace.sample_stats
     stats = {
