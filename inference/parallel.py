@@ -10,7 +10,6 @@ from __future__ import annotations
 import gc
 import multiprocessing
 import os
-import sys
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any, TypeVar
@@ -32,16 +31,8 @@ def cores() -> int:
         return os.cpu_count() or 1
 
 
-def fork_is_safe() -> bool:
-    """Whether this process may fork: the platform has fork, and no JAX runtime has started here
-    (a peer engine's; its thread pool does not survive a fork, and the child hangs)."""
-    jax_runtime = sys.modules.get("jax._src.xla_bridge")
-    live = bool(getattr(jax_runtime, "_backends", None))
-    return "fork" in multiprocessing.get_all_start_methods() and not live
-
-
 def can_fork() -> bool:
-    return fork_is_safe() and not _in_worker
+    return "fork" in multiprocessing.get_all_start_methods() and not _in_worker
 
 
 def _init_worker() -> None:

@@ -47,7 +47,6 @@ import zoo_reports.leaderboard as pages
 from zoo_inference import GENERIC_ENGINES, EngineSpec, ZooError
 from zoo_inference.arviz_io import mcmc_convergence
 from zoo_inference.bias import THRESHOLD, draw_gradients, flat_draws, measure, second_moments
-from zoo_inference.parallel import fork_is_safe
 from zoo_inference.results import one_line
 from zoo_inference.runtime import interactive
 
@@ -319,9 +318,9 @@ def _child(conn: Any, fn: Callable[..., dict[str, Any]], args: tuple[Any, ...]) 
 
 
 def can_fork() -> bool:
-    """Whether a cell may fork: not in a daemonic Dask worker, not where fork is missing or
-    unsafe (:func:`~zoo_inference.parallel.fork_is_safe`)."""
-    return not multiprocessing.current_process().daemon and fork_is_safe()
+    """Whether a cell may fork: not in a daemonic Dask worker, not where fork is missing."""
+    daemon = multiprocessing.current_process().daemon
+    return not daemon and "fork" in multiprocessing.get_all_start_methods()
 
 
 def forked(fn: Callable[..., dict[str, Any]], *args: Any) -> dict[str, Any]:
