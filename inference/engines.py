@@ -31,6 +31,7 @@ from .laplace import laplace_engine
 from .mcmc import CHEES_GROUP, LOCKSTEP_CHAINS, SUPERCHAIN, grouped_run, pyro_nuts_engine
 from .outputs import Draws, Estimate, Factors, check_values
 from .pathfinder import pathfinder_engine
+from .peers.numpyro import numpyro_sampler
 from .peers.nutpie import nutpie_sampler
 from .reference import call_reference, in_float64, options_of, to_run
 from .results import Run, ZooError
@@ -820,6 +821,14 @@ register_sampler(
         "quick": {"num_samples": 1000, "warmup": 1000, "num_chains": 4},
         "full": {"num_samples": 2000, "warmup": 2000, "num_chains": 8},
     },
+    opt_in=True,
+)
+register_sampler(
+    "numpyro",
+    numpyro_sampler,
+    description="NumPyro's NUTS and its adaptation on the zoo's log density, chains vectorised: "
+    "the peer (only where named; pip install numpyro jax)",
+    budgets=dict(GENERIC_ENGINES["nutpie"].budgets),
     opt_in=True,
 )
 GENERIC_ENGINES["pyro_nuts"] = declare(

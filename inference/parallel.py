@@ -10,6 +10,8 @@ from __future__ import annotations
 import gc
 import multiprocessing
 import os
+import pickle
+import sys
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any, TypeVar
@@ -31,8 +33,61 @@ def cores() -> int:
         return os.cpu_count() or 1
 
 
+def fork_is_safe() -> bool:
+    """Whether this process may fork: the platform has fork, and no JAX runtime has started here
+    (a peer engine's; its thread pool does not survive a fork, and the child hangs)."""
+    jax_runtime = sys.modules.get("jax._src.xla_bridge")
+    live = bool(getattr(jax_runtime, "_backends", None))
+    return "fork" in multiprocessing.get_all_start_methods() and not live
+
+
 def can_fork() -> bool:
-    return "fork" in multiprocessing.get_all_start_methods() and not _in_worker
+    return fork_is_safe() and not _in_worker
+
+
+def may_fork_child() -> bool:
+    """Whether :func:`in_child` forks: fork is safe here, and this is not a daemonic process
+    (a Dask worker's, which may have no children)."""
+    return fork_is_safe() and not multiprocessing.current_process().daemon
+
+
+def _child(conn: Any, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+    # plain pickle: the Pipe's own pickler would pass tensors as shared memory, which dies
+    # with this process
+    try:
+        conn.send_bytes(pickle.dumps((True, fn(*args))))
+    except BaseException as e:  # the parent raises it again
+        try:
+            conn.send_bytes(pickle.dumps((False, e)))
+        except Exception:  # an exception that does not pickle
+            conn.send_bytes(pickle.dumps((False, RuntimeError(f"{type(e).__name__}: {e}"))))
+    finally:
+        conn.close()
+
+
+def in_child(fn: Callable[..., T], *args: Any) -> T:
+    """``fn(*args)`` in a process forked for it, its result (or its exception) sent back
+    pickled; in this process where :func:`may_fork_child` says no. What ``fn`` leaves behind
+    in its process (a runtime's threads, caches) does not reach this one."""
+    if not may_fork_child():
+        return fn(*args)
+    ctx = multiprocessing.get_context("fork")
+    recv, send = ctx.Pipe(duplex=False)
+    child = ctx.Process(target=_child, args=(send, fn, args))
+    child.start()
+    send.close()
+    try:
+        ok, value = pickle.loads(recv.recv_bytes())
+    except EOFError:
+        child.join()
+        raise ChildProcessError(
+            f"the process forked for {getattr(fn, '__name__', fn)} died without a result "
+            f"(exit code {child.exitcode})"
+        ) from None
+    child.join()
+    if not ok:
+        raise value
+    return value
 
 
 def _init_worker() -> None:

@@ -28,7 +28,6 @@ import dataclasses
 import difflib
 import json
 import math
-import multiprocessing
 import os
 import sys
 import time
@@ -47,6 +46,7 @@ import zoo_reports.leaderboard as pages
 from zoo_inference import GENERIC_ENGINES, EngineSpec, ZooError
 from zoo_inference.arviz_io import mcmc_convergence
 from zoo_inference.bias import THRESHOLD, draw_gradients, flat_draws, measure, second_moments
+from zoo_inference.parallel import in_child, may_fork_child
 from zoo_inference.results import one_line
 from zoo_inference.runtime import interactive
 
@@ -308,19 +308,17 @@ def measure_cell(model: str, engine: str, seed: int, size: str) -> dict[str, Any
     return row
 
 
-def _child(conn: Any, fn: Callable[..., dict[str, Any]], args: tuple[Any, ...]) -> None:
-    try:
-        conn.send(fn(*args))
-    except BaseException as e:  # the parent records why the call gave nothing
-        conn.send({"status": "failed", "reason": f"{type(e).__name__}: {one_line(e)}"})
-    finally:
-        conn.close()
-
-
 def can_fork() -> bool:
-    """Whether a cell may fork: not in a daemonic Dask worker, not where fork is missing."""
-    daemon = multiprocessing.current_process().daemon
-    return not daemon and "fork" in multiprocessing.get_all_start_methods()
+    """Whether a cell may fork: not in a daemonic Dask worker, not where fork is missing or
+    unsafe (:func:`~zoo_inference.parallel.fork_is_safe`)."""
+    return may_fork_child()
+
+
+def _failed_as_a_cell(fn: Callable[..., dict[str, Any]], *args: Any) -> dict[str, Any]:
+    try:
+        return fn(*args)
+    except BaseException as e:  # the caller records why the call gave nothing
+        return {"status": "failed", "reason": f"{type(e).__name__}: {one_line(e)}"}
 
 
 def forked(fn: Callable[..., dict[str, Any]], *args: Any) -> dict[str, Any]:
@@ -329,19 +327,10 @@ def forked(fn: Callable[..., dict[str, Any]], *args: Any) -> dict[str, Any]:
     process died; in this process where none may fork (:func:`can_fork`)."""
     if not can_fork():
         return fn(*args)
-    ctx = multiprocessing.get_context("fork")
-    recv, send = ctx.Pipe(duplex=False)
-    child = ctx.Process(target=_child, args=(send, fn, args))
-    child.start()
-    send.close()
     try:
-        out = recv.recv()
-    except EOFError:
-        out = {"status": "failed", "reason": "its process died without a result"}
-    child.join()
-    if child.exitcode not in (0, None) and out.get("status") != "failed":
-        out = {"status": "failed", "reason": f"its process exited with {child.exitcode}"}
-    return out
+        return in_child(_failed_as_a_cell, fn, *args)
+    except ChildProcessError:
+        return {"status": "failed", "reason": "its process died without a result"}
 
 
 def fresh_cell(model: str, engine: str, seed: int, size: str) -> dict[str, Any]:
