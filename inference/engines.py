@@ -33,6 +33,7 @@ from .outputs import Draws, Estimate, Factors, check_values
 from .pathfinder import pathfinder_engine
 from .peers.numpyro import numpyro_sampler
 from .peers.nutpie import nutpie_sampler
+from .peers.stan import stan_engine
 from .reference import call_reference, in_float64, options_of, to_run
 from .results import Run, ZooError
 from .runtime import device_of
@@ -841,6 +842,15 @@ GENERIC_ENGINES["pyro_nuts"] = declare(
         "smoke": {"num_samples": 50, "warmup": 50, "num_chains": 2},
         "check": {"num_samples": 100, "warmup": 100, "num_chains": 1},
     },
+)
+GENERIC_ENGINES["stan"] = declare(
+    "stan",
+    stan_engine,
+    "Stan's NUTS on the model's own Stan program (the posteriordb models): the peer (only "
+    "where named; pip install pystan)",
+    needs=_SAMPLER,
+    opt_in=True,
+    budgets=dict(GENERIC_ENGINES["nutpie"].budgets),
 )
 # the table's order: svi, the samplers, then the rest as declared above
 _ORDER = ("svi", "nuts", "chees", "hmc", "mams", "mh")

@@ -63,6 +63,14 @@ def _child(conn: Any, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
             conn.send_bytes(pickle.dumps((False, RuntimeError(f"{type(e).__name__}: {e}"))))
     finally:
         conn.close()
+    # gone at once, with the worker processes a library left behind (PyStan's executor): at
+    # a normal exit this process would wait on them, and they on it
+    for worker in multiprocessing.active_children():
+        worker.terminate()
+        worker.join(1)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def in_child(fn: Callable[..., T], *args: Any) -> T:

@@ -9,7 +9,8 @@ trace, compile and caches are cold, as a new user's first run finds them; import
 
 1. **Time to ESS**: ``zoo.run(target, engine, seed=seed, ess=N)`` at the engine's defaults (the
    run a user makes), its wall time, and whether it reached min bulk ESS >= N with every R-hat
-   <= 1.01 (:data:`R_HAT_MAX`); an engine that takes no ``ess=`` says so.
+   <= 1.01 (:data:`R_HAT_MAX`). An MCMC engine that cannot go on from its last draw, or takes
+   no ``ess=``, climbs a ladder of cold runs instead; any other engine without ``ess=`` says so.
 2. **A fixed budget** (the size's chains, warmup and draws): the gradients until the squared
    bias of every second moment stays below 0.01, max and average over parameters, with the MAMS
    paper's aggregation (:mod:`zoo_inference.bias`); effective draws per 1,000 gradients, warmup
@@ -169,12 +170,13 @@ def time_to_ess(model: str, engine: str, seed: int, sz: Size, spec: EngineSpec) 
     """The wall time of ``zoo.run(..., ess=sz.ess)`` where it reached the target (inf where it
     stopped short, None where the engine takes no target), and why not. A sampler that cannot
     go on from its last draw (``spec.goes_on`` false: nutpie, a user's sampler without
-    ``resume``) climbs a budget ladder instead (:func:`ladder_time`)."""
+    ``resume``), or an MCMC engine without ``ess=`` (draws and a warmup: stan, pyro_nuts),
+    climbs a budget ladder instead (:func:`ladder_time`)."""
     takes = spec.defaults
-    if "ess" not in takes:
-        return {"time_to_ess_s": None, "time_to_ess_reason": f"{engine} takes no ess= target"}
     opts = {k: v for k, v in sz.ess_options.items() if k in takes}
-    if spec.sampler is not None and not spec.goes_on:
+    if "ess" not in takes and not {"num_samples", "warmup"} <= set(takes):
+        return {"time_to_ess_s": None, "time_to_ess_reason": f"{engine} takes no ess= target"}
+    if "ess" not in takes or (spec.sampler is not None and not spec.goes_on):
         opts.pop("max_draws", None)  # an ess= run's cap
         return ladder_time(model, engine, seed, sz, opts)
     try:
@@ -226,7 +228,7 @@ def ladder_time(
             return {"time_to_ess_s": math.inf, "time_to_ess_reason": f"{n} draws: {r['reason']}"}
         tried.append(f"{n} ({r['wall']:.1f} s)")
         if reached(r, sz.ess):
-            how = f"the first cold run of a budget ladder (it cannot go on) to reach it: {n} draws"
+            how = f"the first cold run of a budget ladder (no ess= run) to reach it: {n} draws"
             return {
                 "time_to_ess_s": r["wall"],
                 "timed_wall_s": r["wall"],

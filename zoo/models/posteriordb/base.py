@@ -16,7 +16,8 @@ from torch.distributions import biject_to, transform_to
 from torch.distributions.transforms import Transform
 
 import zoo
-from zoo_datasets.posteriordb import posteriordb_reference
+from zoo_datasets.posteriordb import posteriordb_data, posteriordb_reference, stan_program
+from zoo_inference.peers.stan import StanProgram, add_program
 
 SOURCE = "posteriordb reference posterior"
 _ELEMENT = re.compile(r"^([A-Za-z_][A-Za-z0-9_.]*)(?:\[([0-9,]+)\])?$")
@@ -174,6 +175,22 @@ def posterior(
         PER_CHAIN[zoo_name] = per_chain
     if from_stan is not None:
         FROM_STAN[zoo_name] = from_stan
+
+    def to_latent(values: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        if from_stan is None:
+            return values
+        given = {k: torch.as_tensor(v, dtype=torch.float64) for k, v in values.items()}
+        return {k: v.numpy() for k, v in from_stan(given).items()}
+
+    add_program(
+        zoo_name,
+        StanProgram(
+            code=stan_program(ref["model"]),
+            data=lambda: posteriordb_data(ref["data"]),
+            matches=lambda given: all(_same(given.get(k), v) for k, v in data().items()),
+            to_latent=to_latent,
+        ),
+    )
     return zoo.register(
         zoo_name,
         model=model,
