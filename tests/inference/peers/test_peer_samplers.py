@@ -26,16 +26,27 @@ from zoo_inference.peers import nutpie as nutpie_peer
 
 LIBRARIES = {"nutpie": ("nutpie",), "numpyro": ("numpyro", "jax")}
 KERNELS = {"nutpie": nutpie_peer.nutpie_sampler, "numpyro": numpyro_peer.numpyro_sampler}
-PEERS = [
-    pytest.param(
-        name,
-        marks=pytest.mark.skipif(
-            any(importlib.util.find_spec(m) is None for m in modules),
-            reason=f"{' and '.join(modules)} not installed (dev extra)",
-        ),
-    )
-    for name, modules in LIBRARIES.items()
-]
+
+
+def peers(slow: tuple[str, ...] = ()) -> list:
+    """The peers as parameters, each skipped where its library is missing; those in ``slow``
+    run in the slow suite only (numpyro's JAX start and compile: ~40 s a test)."""
+    return [
+        pytest.param(
+            name,
+            marks=[
+                pytest.mark.skipif(
+                    any(importlib.util.find_spec(m) is None for m in modules),
+                    reason=f"{' and '.join(modules)} not installed (dev extra)",
+                ),
+                *([pytest.mark.slow] if name in slow else []),
+            ],
+        )
+        for name, modules in LIBRARIES.items()
+    ]
+
+
+PEERS = peers()
 SMALL = {"num_samples": 300, "warmup": 300, "num_chains": 2, "chain_groups": 1}
 TINY = {**SMALL, "num_samples": 20, "warmup": 20}
 REPEAT = (
@@ -57,7 +68,7 @@ def test_a_peer_draws_the_known_posterior(engine):
     assert run.diagnostics["metric"] == "diagonal"
 
 
-@pytest.mark.parametrize("engine", PEERS)
+@pytest.mark.parametrize("engine", peers(slow=("numpyro",)))
 def test_the_same_seed_gives_the_same_draws_here_and_in_a_fresh_process(engine):
     seed = shifted(4)
     runs = [zoo.run("normal_normal", engine, seed=seed, progress=False, **TINY) for _ in range(2)]
@@ -93,7 +104,7 @@ def test_a_point_outside_the_support_is_a_divergence_not_a_crash(engine):
     assert abs(x.mean() - np.sqrt(2 / np.pi)) < 4.5 * mcse
 
 
-@pytest.mark.parametrize("engine", PEERS)
+@pytest.mark.parametrize("engine", peers(slow=("numpyro",)))
 def test_a_peer_joins_the_leaderboard(engine, tmp_path):
     """Named, the opt-in peer is a row of the leaderboard: gradients counted per draw (its
     n_steps); it cannot go on from its last draw, so its time to ESS comes from a budget
