@@ -10,12 +10,15 @@ log-likelihood from the Pyro model as for any engine. PyStan builds a program on
 the compiled model in httpstan's cache (``~/.cache/httpstan``): the first build of a program
 costs a C++ compile (about 40-90 s here), a later one a cache hit; ``compile_s`` in the
 diagnostics says which it was. Its seed is the run's, so draws repeat by seed on one machine.
+PyStan's own progress and messages show where the run shows progress, and nowhere else.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import importlib
+import io
 import multiprocessing
 import os
 import time
@@ -105,17 +108,22 @@ def stan_engine(
     program = program_of(ctx)
     stan = stan_module()
     own_executor()
-    start = time.perf_counter()
-    posterior = stan.build(program.code, data=dict(program.data()), random_seed=ctx.seed)
-    compile_s = time.perf_counter() - start
-    fit = posterior.sample(
-        num_chains=num_chains,
-        num_samples=num_samples,
-        num_warmup=warmup,
-        save_warmup=True,
-        delta=target_accept,
-        max_depth=max_tree_depth,
-    )
+    with contextlib.ExitStack() as quiet:
+        if not ctx.progress:  # PyStan's own bars and messages, on Python's streams
+            sink = io.StringIO()
+            quiet.enter_context(contextlib.redirect_stdout(sink))
+            quiet.enter_context(contextlib.redirect_stderr(sink))
+        start = time.perf_counter()
+        posterior = stan.build(program.code, data=dict(program.data()), random_seed=ctx.seed)
+        compile_s = time.perf_counter() - start
+        fit = posterior.sample(
+            num_chains=num_chains,
+            num_samples=num_samples,
+            num_warmup=warmup,
+            save_warmup=True,
+            delta=target_accept,
+            max_depth=max_tree_depth,
+        )
     total = warmup + num_samples
 
     def by_chain(name: str) -> np.ndarray:

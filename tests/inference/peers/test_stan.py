@@ -52,14 +52,17 @@ def test_without_pystan_stan_says_how_to_install_it(monkeypatch) -> None:
 
 @pytest.mark.slow
 @needs_stan
-def test_stan_draws_the_reference_and_repeats_by_seed() -> None:
+def test_stan_draws_the_reference_and_repeats_by_seed(capsys) -> None:
     """Stan's draws of eight schools (non-centred) agree with posteriordb's reference, the
     model's deterministic theta and log-likelihood come from the Pyro model, every leapfrog
-    step is counted, and the same seed gives the same draws."""
+    step is counted, the same seed gives the same draws, and without progress PyStan says
+    nothing."""
     entry = zoo.get_model(SCHOOLS)
     seed = shifted(0)
     run = zoo.run(SCHOOLS, "stan", seed=seed, progress=False, **SMALL)
     assert run.status in ("ok", "unreliable"), run.reasons
+    said = capsys.readouterr()
+    assert "Sampling" not in said.out + said.err  # PyStan's bar, silent without progress
     truth = entry.ground_truth()
     for site in ("mu", "tau"):
         agree(run, truth, site)
