@@ -95,7 +95,6 @@ def mcmc_run(
     worker processes when the machine has the cores: the same numbers either way) and package
     them: R-hat and ESS over chains, divergences, discrete and deterministic sites, pointwise
     log-likelihood."""
-    s = ctx.structure
     workers = cores() if parallel else 1
 
     def one(c: int) -> Chain:
@@ -114,7 +113,6 @@ def mcmc_run(
     posterior = {n: np.stack([c.samples[n] for c in chains]) for n in chains[0].samples}
     # the recovery of discrete sites draws too: from its own stream, wherever the chains ran
     pyro.set_rng_seed(chain_seed(ctx.seed, num_chains))
-    posterior, log_lik, omitted = complete(ctx, posterior, recover=s.discrete)
     diagnostics: dict[str, Any] = {
         "divergences": int(diverging.sum()),
         "acceptance_rate": [c.accept for c in chains],
@@ -123,6 +121,21 @@ def mcmc_run(
         "warmup": warmup,
         "chains_in_parallel": workers > 1 and num_chains > 1 and can_fork(),
     }
+    return chains_run(ctx, engine, posterior, {"diverging": diverging}, diagnostics)
+
+
+def chains_run(
+    ctx: EngineContext,
+    engine: str,
+    draws: dict[str, np.ndarray],
+    sample_stats: dict[str, Any],
+    diagnostics: dict[str, Any],
+) -> Run:
+    """An MCMC engine's chains as a Run: ``draws`` (site -> (chain, draw, *shape)) of the sites
+    it drew, completed by the model (discrete and deterministic sites, the pointwise
+    log-likelihood), then R-hat and ESS over chains of the continuous sites."""
+    s = ctx.structure
+    posterior, log_lik, omitted = complete(ctx, draws, recover=s.discrete)
     if omitted:
         diagnostics["omitted"] = omitted
     run = make_run(
@@ -130,7 +143,7 @@ def mcmc_run(
         posterior,
         mcmc=True,
         log_likelihood=log_lik,
-        sample_stats={"diverging": diverging},
+        sample_stats=sample_stats,
         observed_data=ctx.data,
         diagnostics=diagnostics,
     )

@@ -8,7 +8,7 @@ model's :class:`StanProgram` maps onto the model's latent sites (the same map th
 log-density check uses), and the zoo then adds deterministic sites and the pointwise
 log-likelihood from the Pyro model as for any engine. PyStan builds a program once and keeps
 the compiled model in httpstan's cache (``~/.cache/httpstan``): the first build of a program
-costs a C++ compile (about 40-90 s here), a later one a cache hit; ``compile_s`` in the
+costs a C++ compile, a later one a cache hit; ``compile_s`` in the
 diagnostics says which it was. Its seed is the run's, so draws repeat by seed on one machine.
 PyStan's own progress and messages show where the run shows progress, and nowhere else.
 """
@@ -28,9 +28,8 @@ from typing import Any
 
 import numpy as np
 
-from zoo_inference.arviz_io import make_run, mcmc_convergence
 from zoo_inference.context import EngineContext
-from zoo_inference.posterior import complete
+from zoo_inference.mcmc import chains_run
 from zoo_inference.results import Run, ZooError
 
 
@@ -85,7 +84,7 @@ def program_of(ctx: EngineContext) -> StanProgram:
     if program is None:
         raise ZooError(
             f"stan runs a model's own Stan program, and {ctx.name!r} has none: the posteriordb "
-            "models have theirs (zoo.list_models(suite='posteriordb'))"
+            "models have theirs (`zoo list --suite posteriordb`)"
         )
     if not program.matches(ctx.data):
         raise ZooError(f"stan runs {ctx.name!r} on its own data only, not on other data")
@@ -145,7 +144,6 @@ def stan_engine(
         for k, v in latent.items()
         if k in s.latent
     }
-    posterior_draws, log_lik, omitted = complete(ctx, draws, recover=s.discrete)
     steps = by_chain("n_leapfrog__").astype(np.int64)
     diverging = by_chain("divergent__")[:, warmup:] > 0
     stats = {
@@ -165,20 +163,6 @@ def stan_engine(
         "compile_s": compile_s,
         "metric": "diagonal",
         "backend": "stan",
-        "stan": importlib.import_module("httpstan").__version__,
+        "httpstan": importlib.import_module("httpstan").__version__,
     }
-    if omitted:
-        diagnostics["omitted"] = omitted
-    run = make_run(
-        "stan",
-        posterior_draws,
-        mcmc=True,
-        log_likelihood=log_lik,
-        sample_stats=stats,
-        observed_data=ctx.data,
-        diagnostics=diagnostics,
-    )
-    continuous = [n for n in posterior_draws if n in s.continuous]
-    assert run.idata is not None  # make_run gives a run its idata
-    run.diagnostics.update(mcmc_convergence(run.idata["posterior"][continuous]))
-    return run
+    return chains_run(ctx, "stan", draws, stats, diagnostics)

@@ -125,7 +125,7 @@ print("FIGURES", json.dumps(tags.measure(zoo.get_model("eight_schools_noncentere
 """
 
 
-@pytest.mark.slow  # 48 s; nuts's own repeat by seed is tests/test_reproducible.py's
+@pytest.mark.slow  # nuts's own repeat by seed is tests/test_reproducible.py's
 def test_the_figures_repeat_by_seed() -> None:
     """Fresh nuts runs, twice in this process and once in another: the same figures, to the
     last digit (nuts and the L-BFGS starts are seeded)."""

@@ -30,7 +30,7 @@ KERNELS = {"nutpie": nutpie_peer.nutpie_sampler, "numpyro": numpyro_peer.numpyro
 
 def peers(slow: tuple[str, ...] = ()) -> list:
     """The peers as parameters, each skipped where its library is missing; those in ``slow``
-    run in the slow suite only (numpyro's JAX start and compile: ~40 s a test)."""
+    run in the slow suite only (numpyro's JAX start and compile in each of its processes)."""
     return [
         pytest.param(
             name,

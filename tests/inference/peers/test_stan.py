@@ -1,7 +1,7 @@
 """The ``stan`` engine: Stan's NUTS (PyStan) on a posteriordb model's own Stan program. Without
 Stan: every posteriordb model carries its program, and the engine refuses what it cannot run
 and says how to install PyStan. With Stan (the ``stan`` extra; slow: the first build of a
-program compiles C++ for about 90 s): it draws the reference posterior, repeats by seed, and
+program compiles C++): it draws the reference posterior, repeats by seed, and
 joins the leaderboard."""
 
 from __future__ import annotations
